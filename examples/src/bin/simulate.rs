@@ -1,0 +1,13 @@
+//! Prints what each algorithm admits of the same bursty traffic, on a simulated clock.
+//!
+//! `cargo run -p rate-limit-examples --bin simulate`
+
+fn main() {
+    match rate_limit_examples::simulate::run() {
+        Ok(report) => print!("{report}"),
+        Err(e) => {
+            eprintln!("simulate: {e}");
+            std::process::exit(2);
+        }
+    }
+}

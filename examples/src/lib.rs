@@ -1,0 +1,4 @@
+//! The examples' shared code: each scenario is a library function here, so `tests/` can
+//! run it in-process, and a thin binary in `src/bin/`.
+
+pub mod simulate;

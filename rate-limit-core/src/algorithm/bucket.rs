@@ -1,0 +1,88 @@
+//! Token bucket as GCRA: one "theoretical arrival time" (`tat`) per key.
+//!
+//! With capacity `B` and emission interval `T` (µs per token), the bucket holds
+//! `(now + B·T − tat) / T` tokens. A cost `c` fits when `max(tat, now) + c·T ≤ now + B·T`.
+
+use super::{Charge, State, Step};
+use crate::decision::Decision;
+
+pub(super) fn step(
+    capacity: u64,
+    interval: u64,
+    tat: u64,
+    now: u64,
+    cost: u64,
+    charge: Charge,
+) -> Step {
+    let span = capacity * interval; // bounded by MAX_SPAN at construction
+    let full_at = now.saturating_add(span);
+    let start = tat.max(now);
+    let new_tat = start.saturating_add(cost.saturating_mul(interval));
+    let fits = cost <= capacity && new_tat <= full_at;
+    let charged = match charge {
+        Charge::IfFits => fits && cost > 0,
+        Charge::Always => cost <= capacity && cost > 0,
+        Charge::Overdraw => cost > 0,
+    };
+    let after = if charged { new_tat } else { start };
+    let remaining = full_at.saturating_sub(after) / interval;
+    let reset = after - now;
+    let decision = if cost > capacity && charge != Charge::Overdraw {
+        Decision::never_fits(capacity, remaining, reset, span)
+    } else if fits {
+        Decision::allowed(capacity, remaining, reset, span)
+    } else {
+        Decision::denied(
+            capacity,
+            remaining,
+            reset,
+            new_tat.saturating_sub(full_at),
+            span,
+        )
+    };
+    Step {
+        decision,
+        next: charged.then_some(State::Bucket { tat: after }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::algorithm::Charge::*;
+    use crate::algorithm::testing::Cell;
+    use crate::decision::Outcome;
+    use crate::limit::Params;
+
+    #[test]
+    fn burst_then_refill() {
+        // 10 tokens, 2 per second.
+        let mut c = Cell::new(Params::Bucket {
+            capacity: 10,
+            interval: 500_000,
+        });
+        let t = 1_000_000_000;
+        for i in 0..10 {
+            let d = c.check(t, 1, IfFits);
+            assert!(d.is_allowed());
+            assert_eq!(d.remaining(), 9 - i);
+        }
+        let d = c.check(t, 1, IfFits);
+        assert_eq!(d.outcome(), Outcome::Denied);
+        assert_eq!(d.retry_after().unwrap().as_micros(), 500_000);
+        assert_eq!(d.reset_after().as_micros(), 5_000_000);
+        assert!(c.check(t + 500_000, 1, IfFits).is_allowed());
+    }
+
+    #[test]
+    fn overdraw_creates_debt() {
+        let mut c = Cell::new(Params::Bucket {
+            capacity: 10,
+            interval: 1_000,
+        });
+        c.check(0, 30, Overdraw);
+        // 30 tokens spent from 10: 20 in debt, plus one to fit → 21 ms.
+        let d = c.probe(0, 1);
+        assert_eq!(d.retry_after().unwrap().as_micros(), 21_000);
+        assert_eq!(c.check(0, 11, IfFits).outcome(), Outcome::NeverFits);
+    }
+}

@@ -1,0 +1,107 @@
+//! Fixed window: one counter per epoch-aligned window, tied to its window number.
+
+use super::{Charge, State, Step};
+use crate::decision::Decision;
+
+pub(super) fn step(
+    quota: u64,
+    w: u64,
+    stored_window: u64,
+    stored_count: u64,
+    now: u64,
+    cost: u64,
+    charge: Charge,
+) -> Step {
+    let window = now / w;
+    // A window number from the future (a clock that went back) is clamped to the current
+    // window: the count is kept, never turned into a long wait.
+    let count = if stored_window >= window {
+        stored_count
+    } else {
+        0
+    };
+    let end = (window + 1).saturating_mul(w).saturating_sub(now);
+    let reset = |used: u64| if used > 0 { end } else { 0 };
+    let fits = cost <= quota && count.saturating_add(cost) <= quota;
+    let charged = match charge {
+        Charge::IfFits => fits && cost > 0,
+        Charge::Always => cost <= quota && cost > 0,
+        Charge::Overdraw => cost > 0,
+    };
+    let after = if charged {
+        count.saturating_add(cost)
+    } else {
+        count
+    };
+    let remaining = quota.saturating_sub(after);
+    let decision = if cost > quota && charge != Charge::Overdraw {
+        Decision::never_fits(quota, remaining, reset(after), w)
+    } else if fits {
+        Decision::allowed(quota, remaining, reset(after), w)
+    } else {
+        // A cost that fits an empty window fits when the next one starts.
+        Decision::denied(quota, remaining, end, end, w)
+    };
+    Step {
+        decision,
+        next: charged.then_some(State::Fixed {
+            window,
+            count: after,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::algorithm::Charge::*;
+    use crate::algorithm::testing::Cell;
+    use crate::decision::Outcome;
+    use crate::limit::Params;
+
+    const W: u64 = 60_000_000;
+
+    #[test]
+    fn counts_and_rolls_over_on_the_aligned_boundary() {
+        let mut c = Cell::new(Params::Fixed {
+            quota: 2,
+            window: W,
+        });
+        let t0 = 100 * W + 59_000_000; // one second before a boundary
+        assert!(c.check(t0, 1, IfFits).is_allowed());
+        let d = c.check(t0, 1, IfFits);
+        assert_eq!((d.is_allowed(), d.remaining()), (true, 0));
+        let d = c.check(t0 + 999_999, 1, IfFits);
+        assert_eq!(d.outcome(), Outcome::Denied);
+        // 1 µs to the boundary, reported as the 1 ms floor.
+        assert_eq!(d.retry_after().unwrap().as_micros(), 1_000);
+        // The next window starts at 101 * W exactly.
+        assert!(c.check(101 * W, 1, IfFits).is_allowed());
+    }
+
+    #[test]
+    fn never_fits_and_overdraw() {
+        let mut c = Cell::new(Params::Fixed {
+            quota: 5,
+            window: W,
+        });
+        let d = c.check(W, 6, IfFits);
+        assert_eq!(d.outcome(), Outcome::NeverFits);
+        assert_eq!(d.retry_after(), None);
+        assert_eq!(c.probe(W, 5).outcome(), Outcome::Allowed);
+        c.check(W, 9, Overdraw);
+        assert_eq!(c.probe(W + 1, 0).outcome(), Outcome::Denied);
+        assert!(c.probe(2 * W, 1).is_allowed());
+    }
+
+    #[test]
+    fn huge_costs_saturate() {
+        let mut c = Cell::new(Params::Fixed {
+            quota: 5,
+            window: W,
+        });
+        c.check(W, u64::MAX, Overdraw);
+        c.check(W, u64::MAX, Overdraw);
+        assert_eq!(c.probe(W, 1).outcome(), Outcome::Denied);
+        assert_eq!(c.check(W, u64::MAX, IfFits).outcome(), Outcome::NeverFits);
+    }
+}

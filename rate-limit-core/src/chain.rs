@@ -1,0 +1,135 @@
+//! Chains: ordered checks that a store answers in one call.
+
+use crate::key::Key;
+use crate::limit::Limit;
+use crate::principal::Principal;
+
+/// How a chain charges its limits.
+///
+/// | mode | a request refused by limit *i* | use it when |
+/// |---|---|---|
+/// | [`InOrder`](Self::InOrder) (default) | charges nothing anywhere; limits after *i* are not even read | always, unless you know why not |
+/// | [`ChargeAll`](Self::ChargeAll) | charges every limit, the refusing ones included | each counter must count every attempt, independently |
+///
+/// `InOrder` is what a per-minute limit in front of a per-day limit needs: a client hammering
+/// a route while refused by the minute limit does not burn its daily allowance, and a
+/// request refused by the day limit does not eat into the minute limit either. `ChargeAll`
+/// behaves like a pipeline of independent counters (one `INCR` per limit): every attempt is
+/// counted by every limit, so a refused client keeps itself refused. Both cost one store
+/// call. Do not move a caller from one to the other without checking that it does not rely
+/// on the short circuit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ChainMode {
+    /// In order; the first refusal decides, later limits are untouched, and a refused
+    /// request consumes nothing from any limit (all or nothing).
+    #[default]
+    InOrder,
+    /// Every limit is evaluated and charged, the refusing ones included (a cost a limit
+    /// can never admit is still not charged to it). The first refusal in chain order decides.
+    ChargeAll,
+}
+
+/// One check of a chain: a key and the cost to charge it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    key: Key,
+    cost: u64,
+}
+
+impl Check {
+    /// A check of `key` for `cost` units. A cost of 0 peeks: it reports and changes nothing.
+    pub fn new(key: Key, cost: u64) -> Self {
+        Self { key, cost }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// The cost.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+}
+
+/// An ordered list of checks, answered by a store in one call (one Redis round trip).
+///
+/// ```
+/// use rate_limit_core::{Chain, Limit, Principal};
+/// use std::time::Duration;
+///
+/// let per_account = Limit::sliding_log("sign-in-account", 5, Duration::from_secs(900))?;
+/// let per_ip = Limit::sliding_log("sign-in-ip", 20, Duration::from_secs(900))?;
+/// let chain = Chain::new()
+///     .check(&per_ip, Principal::ip("203.0.113.9".parse().unwrap()))
+///     .check(&per_account, Principal::user("ann"));
+/// assert_eq!(chain.len(), 2);
+/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chain {
+    checks: Vec<Check>,
+    mode: ChainMode,
+}
+
+impl Chain {
+    /// An empty chain in [`ChainMode::InOrder`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty chain in [`ChainMode::ChargeAll`].
+    pub fn charge_all() -> Self {
+        Self {
+            checks: Vec::new(),
+            mode: ChainMode::ChargeAll,
+        }
+    }
+
+    /// Sets the mode.
+    #[must_use]
+    pub fn mode(mut self, mode: ChainMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Appends a check of `principal` under `limit` with cost 1.
+    #[must_use]
+    pub fn check(self, limit: &Limit, principal: Principal) -> Self {
+        self.check_cost(limit, principal, 1)
+    }
+
+    /// Appends a check of `principal` under `limit` with the given cost.
+    #[must_use]
+    pub fn check_cost(mut self, limit: &Limit, principal: Principal, cost: u64) -> Self {
+        self.push(Check::new(limit.key(principal), cost));
+        self
+    }
+
+    /// Appends a check.
+    pub fn push(&mut self, check: Check) {
+        self.checks.push(check);
+    }
+
+    /// The checks, in order.
+    pub fn checks(&self) -> &[Check] {
+        &self.checks
+    }
+
+    /// The mode.
+    pub fn chain_mode(&self) -> ChainMode {
+        self.mode
+    }
+
+    /// The number of checks.
+    pub fn len(&self) -> usize {
+        self.checks.len()
+    }
+
+    /// Whether the chain has no checks (a store allows an empty chain).
+    pub fn is_empty(&self) -> bool {
+        self.checks.is_empty()
+    }
+}

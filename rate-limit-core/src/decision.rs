@@ -1,0 +1,219 @@
+//! Decisions: what a store answered for each limit of a chain.
+
+use std::time::Duration;
+
+/// The smallest retry-after a denial reports: one millisecond.
+pub const MIN_RETRY_AFTER: Duration = Duration::from_millis(1);
+const MIN_RETRY_AFTER_US: u64 = 1_000;
+
+/// What happened to one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The cost fit; it was charged (unless the chain was refused further on).
+    Allowed,
+    /// The cost does not fit now; it will after [`Decision::retry_after`].
+    Denied,
+    /// The cost is larger than the limit can ever admit; nothing changed, and waiting
+    /// will not help, so there is no retry-after.
+    NeverFits,
+}
+
+/// One limit's answer.
+///
+/// Times are relative to the store's "now" when it decided. `retry_after` is present only
+/// for [`Outcome::Denied`], and is then at least [`MIN_RETRY_AFTER`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Decision {
+    outcome: Outcome,
+    limit: u64,
+    remaining: u64,
+    reset_after_us: u64,
+    retry_after_us: u64,
+    window_us: u64,
+}
+
+impl Decision {
+    pub(crate) fn allowed(limit: u64, remaining: u64, reset_after_us: u64, window_us: u64) -> Self {
+        Self {
+            outcome: Outcome::Allowed,
+            limit,
+            remaining,
+            reset_after_us,
+            retry_after_us: 0,
+            window_us,
+        }
+    }
+
+    pub(crate) fn denied(
+        limit: u64,
+        remaining: u64,
+        reset_after_us: u64,
+        retry_after_us: u64,
+        window_us: u64,
+    ) -> Self {
+        let retry_after_us = retry_after_us.max(MIN_RETRY_AFTER_US);
+        Self {
+            outcome: Outcome::Denied,
+            limit,
+            remaining,
+            reset_after_us: reset_after_us.max(retry_after_us),
+            retry_after_us,
+            window_us,
+        }
+    }
+
+    pub(crate) fn never_fits(
+        limit: u64,
+        remaining: u64,
+        reset_after_us: u64,
+        window_us: u64,
+    ) -> Self {
+        Self {
+            outcome: Outcome::NeverFits,
+            limit,
+            remaining,
+            reset_after_us,
+            retry_after_us: 0,
+            window_us,
+        }
+    }
+
+    /// Builds a decision from parts, e.g. as a store decoded it from its wire format.
+    ///
+    /// Times are in microseconds; a denial's retry-after is raised to [`MIN_RETRY_AFTER`].
+    pub fn from_parts(
+        outcome: Outcome,
+        limit: u64,
+        remaining: u64,
+        reset_after_us: u64,
+        retry_after_us: u64,
+        window_us: u64,
+    ) -> Self {
+        match outcome {
+            Outcome::Allowed => Self::allowed(limit, remaining, reset_after_us, window_us),
+            Outcome::Denied => {
+                Self::denied(limit, remaining, reset_after_us, retry_after_us, window_us)
+            }
+            Outcome::NeverFits => Self::never_fits(limit, remaining, reset_after_us, window_us),
+        }
+    }
+
+    /// What happened.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// Whether the check was allowed.
+    pub fn is_allowed(&self) -> bool {
+        self.outcome == Outcome::Allowed
+    }
+
+    /// The quota (or capacity) of the limit.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Units still available now (after this check's charge, when it was charged).
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Time until the limit is whole again (every unit available).
+    pub fn reset_after(&self) -> Duration {
+        Duration::from_micros(self.reset_after_us)
+    }
+
+    /// For a denial, the time after which the same cost fits: exact to the microsecond,
+    /// and at least [`MIN_RETRY_AFTER`]. `None` for other outcomes.
+    pub fn retry_after(&self) -> Option<Duration> {
+        (self.outcome == Outcome::Denied).then(|| Duration::from_micros(self.retry_after_us))
+    }
+
+    /// The limit's window (for a token bucket, the time an empty bucket takes to fill).
+    pub fn window(&self) -> Duration {
+        Duration::from_micros(self.window_us)
+    }
+}
+
+/// A chain's answer: one [`Decision`] per check that was evaluated, in chain order.
+///
+/// With [`ChainMode::InOrder`](crate::ChainMode::InOrder), evaluation stops at the first
+/// denial, so the list ends with it; checks after it were not looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainDecision {
+    decisions: Vec<Decision>,
+    denied_at: Option<usize>,
+}
+
+impl ChainDecision {
+    /// Builds a chain decision; the first non-allowed decision is the one that decides.
+    pub fn new(decisions: Vec<Decision>) -> Self {
+        let denied_at = decisions.iter().position(|d| !d.is_allowed());
+        Self {
+            decisions,
+            denied_at,
+        }
+    }
+
+    /// Whether every check was allowed (the request goes ahead).
+    pub fn is_allowed(&self) -> bool {
+        self.denied_at.is_none()
+    }
+
+    /// The index (in the chain) and decision of the first check that refused.
+    pub fn denied_by(&self) -> Option<(usize, &Decision)> {
+        self.denied_at.map(|i| (i, &self.decisions[i]))
+    }
+
+    /// The decisions, in chain order.
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+
+    /// The decision to describe in single-valued headers: on a denial, the limit that
+    /// denied; otherwise the one with the fewest units remaining (ties: the later reset).
+    pub fn headline(&self) -> Option<&Decision> {
+        if let Some((_, d)) = self.denied_by() {
+            return Some(d);
+        }
+        self.decisions.iter().min_by(|a, b| {
+            a.remaining
+                .cmp(&b.remaining)
+                .then(b.reset_after_us.cmp(&a.reset_after_us))
+        })
+    }
+
+    /// The headline's index in the chain.
+    pub fn headline_index(&self) -> Option<usize> {
+        let h = self.headline()?;
+        self.decisions.iter().position(|d| std::ptr::eq(d, h))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denial_has_floor_retry_after() {
+        let d = Decision::denied(5, 0, 0, 3, 1_000_000);
+        assert_eq!(d.retry_after(), Some(MIN_RETRY_AFTER));
+        assert!(d.reset_after() >= MIN_RETRY_AFTER);
+        assert_eq!(Decision::allowed(5, 4, 10, 10).retry_after(), None);
+    }
+
+    #[test]
+    fn headline_prefers_fewest_remaining_then_later_reset() {
+        let a = Decision::allowed(10, 3, 100, 100);
+        let b = Decision::allowed(10, 3, 200, 200);
+        let c = Decision::allowed(10, 5, 900, 900);
+        let chain = ChainDecision::new(vec![a, b, c]);
+        assert_eq!(chain.headline(), Some(&b));
+        assert_eq!(chain.headline_index(), Some(1));
+        let denied = Decision::denied(10, 2, 50, 50, 100);
+        let chain = ChainDecision::new(vec![a, denied]);
+        assert_eq!(chain.headline(), Some(&denied));
+        assert!(!chain.is_allowed());
+    }
+}

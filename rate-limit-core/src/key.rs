@@ -1,0 +1,105 @@
+//! Keys: a principal namespaced by a limit.
+
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
+
+use siphasher::sip128::{Hasher128, SipHasher13};
+
+use crate::limit::Limit;
+use crate::principal::Principal;
+
+/// A principal under one limit: what a store counts.
+///
+/// Its text form is `<principal>/<limit name>`; the limit name holds no `/` and the principal
+/// no `/` either, so two keys are equal exactly when limit and principal are. The in-memory
+/// store identifies a key by a 128-bit SipHash-1-3 of that text under a random per-process
+/// key (a keyed PRF: a client who does not know the key cannot aim a collision, and an
+/// accidental one among `n` keys has odds of about `n²/2¹²⁹`). The Redis store writes the
+/// text itself, which is stable across processes.
+#[derive(Clone)]
+pub struct Key {
+    limit: Limit,
+    principal: Principal,
+    digest: [u64; 2],
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Key")
+            .field("limit", &self.limit.name())
+            .field("principal", &self.principal)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.limit.name() == other.limit.name() && self.principal == other.principal
+    }
+}
+
+impl Eq for Key {}
+
+fn sip_keys() -> (u64, u64) {
+    static KEYS: OnceLock<(u64, u64)> = OnceLock::new();
+    *KEYS.get_or_init(|| {
+        // std's RandomState is seeded from the OS; hashing two constants with it yields two
+        // unpredictable words without another dependency.
+        let state = std::collections::hash_map::RandomState::new();
+        let mut a = state.build_hasher();
+        a.write_u64(0x5241_5445_4c49_4d31);
+        let mut b = state.build_hasher();
+        b.write_u64(0x5241_5445_4c49_4d32);
+        (a.finish(), b.finish())
+    })
+}
+
+impl Key {
+    /// The key of `principal` under `limit` (also [`Limit::key`]).
+    pub fn new(limit: Limit, principal: Principal) -> Self {
+        let (k0, k1) = sip_keys();
+        let mut h = SipHasher13::new_with_keys(k0, k1);
+        h.write(principal.as_str().as_bytes());
+        h.write_u8(b'/');
+        h.write(limit.name().as_bytes());
+        let d = h.finish128();
+        Self {
+            limit,
+            principal,
+            digest: [d.h1, d.h2],
+        }
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> &Limit {
+        &self.limit
+    }
+
+    /// The principal.
+    pub fn principal(&self) -> &Principal {
+        &self.principal
+    }
+
+    /// The in-process identity of the key (see the type docs).
+    pub(crate) fn digest(&self) -> [u64; 2] {
+        self.digest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn limit_namespaces_keys() {
+        let a = Limit::fixed_window("a", 1, Duration::from_secs(1)).unwrap();
+        let b = Limit::fixed_window("b", 1, Duration::from_secs(1)).unwrap();
+        let ka = a.key(Principal::user("x"));
+        let kb = b.key(Principal::user("x"));
+        assert_ne!(ka, kb);
+        assert_ne!(ka.digest(), kb.digest());
+        assert_eq!(ka.digest(), a.key(Principal::user("x")).digest());
+    }
+}

@@ -1,0 +1,46 @@
+//! Rate limiting without HTTP: limits, principals and keys, decisions, and the stores that
+//! count. The Tower layer (`rate-limit-tower`) and axum integration (`rate-limit-axum`)
+//! build on this crate; a background job uses it directly.
+//!
+//! ```
+//! use rate_limit_core::{Chain, Limit, MemoryStore, Principal, Store};
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+//! let minute = Limit::sliding_window("ask-minute", 20, Duration::from_secs(60))?;
+//! let day = Limit::fixed_window("ask-day", 500, Duration::from_secs(86_400))?;
+//! let store = MemoryStore::new();
+//!
+//! let visitor = Principal::ip("2001:db8::1".parse()?);
+//! let chain = Chain::new()
+//!     .check(&minute, visitor.clone())
+//!     .check(&day, visitor);
+//! let decision = store.check(&chain).await?;
+//! assert!(decision.is_allowed());
+//! assert_eq!(decision.headline().unwrap().remaining(), 19);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
+//! # }
+//! ```
+//!
+#![doc = include_str!("../ALGORITHMS.md")]
+
+mod algorithm;
+mod chain;
+mod clock;
+mod decision;
+mod error;
+mod key;
+mod limit;
+mod principal;
+pub mod store;
+
+pub use chain::{Chain, ChainMode, Check};
+pub use clock::{Clock, FakeClock, SystemClock, TokioClock};
+pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
+pub use error::{ConfigError, ConfigErrorKind};
+pub use key::Key;
+pub use limit::{AlgorithmKind, Limit, MAX_NAME_LEN, MAX_SPAN, MIN_WINDOW, validate_name};
+pub use principal::{MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, Principal, PrincipalKind};
+pub use store::{AnyStore, BoxStore, MemoryStore, Store, StoreError, StoreErrorKind};

@@ -1,0 +1,429 @@
+//! Limits: a name, an algorithm and its parameters, validated at construction.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::key::Key;
+use crate::principal::Principal;
+
+/// The longest window or refill span a limit may have: ten years of 366 days, in µs.
+///
+/// It keeps every timestamp the algorithms compute below 2⁶⁰ µs, and far below 2⁵³ for
+/// the next decades, so Lua's doubles stay exact.
+pub const MAX_SPAN: Duration = Duration::from_secs(10 * 366 * 86_400);
+const MAX_SPAN_US: u64 = 10 * 366 * 86_400 * 1_000_000;
+/// The shortest window or refill period: one millisecond.
+pub const MIN_WINDOW: Duration = Duration::from_millis(1);
+/// The longest limit name, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+/// Window limits admit at most this many units per microsecond (10⁹ per second).
+const MAX_UNITS_PER_US: u64 = 1_000;
+
+/// Which algorithm a limit counts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AlgorithmKind {
+    /// A counter per epoch-aligned window; up to twice the quota across a boundary.
+    FixedWindow,
+    /// The approximate sliding window: the previous window weighted by its overlap, plus
+    /// the current one. Two integers per key.
+    SlidingWindow,
+    /// The exact sliding window: a log of timestamps. Memory grows with the quota; meant
+    /// for small security limits such as sign-in attempts.
+    SlidingLog,
+    /// A token bucket (GCRA, one timestamp per key): bursts up to the capacity, refilled
+    /// at an average rate.
+    TokenBucket,
+}
+
+impl AlgorithmKind {
+    /// A short, stable name: `fixed_window`, `sliding_window`, `sliding_log`, `token_bucket`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::FixedWindow => "fixed_window",
+            Self::SlidingWindow => "sliding_window",
+            Self::SlidingLog => "sliding_log",
+            Self::TokenBucket => "token_bucket",
+        }
+    }
+}
+
+/// The parameters the algorithms run on, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Params {
+    Fixed {
+        quota: u64,
+        window: u64,
+    },
+    Sliding {
+        quota: u64,
+        window: u64,
+    },
+    Log {
+        quota: u64,
+        window: u64,
+    },
+    /// GCRA: `interval` is the emission interval (µs per token), rounded up.
+    Bucket {
+        capacity: u64,
+        interval: u64,
+    },
+}
+
+/// A named limit: an algorithm with its quota and window. Cheap to clone.
+///
+/// Build one with [`fixed_window`](Limit::fixed_window), [`sliding_window`](Limit::sliding_window),
+/// [`sliding_log`](Limit::sliding_log) or [`token_bucket`](Limit::token_bucket); each
+/// validates its input and returns a [`ConfigError`] with a stable code.
+///
+/// ```
+/// use rate_limit_core::Limit;
+/// use std::time::Duration;
+///
+/// let poll = Limit::sliding_window("poll", 20, Duration::from_secs(60))?;
+/// let host = Limit::token_bucket("host", 10, 2, Duration::from_secs(1))?;
+/// assert_eq!(poll.quota(), 20);
+/// assert_eq!(host.window(), Duration::from_secs(5)); // 10 tokens at 2 per second
+/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Limit {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: Box<str>,
+    params: Params,
+}
+
+impl fmt::Debug for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limit")
+            .field("name", &self.inner.name)
+            .field("params", &self.inner.params)
+            .finish()
+    }
+}
+
+impl PartialEq for Limit {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.name == other.inner.name && self.inner.params == other.inner.params
+    }
+}
+
+impl Eq for Limit {}
+
+/// Checks a limit name: 1 to 64 bytes of `A-Z a-z 0-9 . _ -`.
+///
+/// Such a name is safe inside a store key and as an IETF structured-field string.
+pub fn validate_name(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(ConfigError::new(
+            ConfigErrorKind::NameInvalid,
+            "name",
+            format!("a limit name must be 1 to {MAX_NAME_LEN} bytes long"),
+        ));
+    }
+    if !name.bytes().all(is_name_byte) {
+        return Err(ConfigError::new(
+            ConfigErrorKind::NameInvalid,
+            "name",
+            "a limit name may hold only A-Z a-z 0-9 . _ -",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+}
+
+fn micros(field: &'static str, d: Duration) -> Result<u64, ConfigError> {
+    if d.is_zero() || d < MIN_WINDOW {
+        return Err(ConfigError::new(
+            ConfigErrorKind::WindowInvalid,
+            field,
+            format!("must be at least 1 ms, got {d:?}"),
+        ));
+    }
+    if d > MAX_SPAN {
+        return Err(ConfigError::new(
+            ConfigErrorKind::Overflow,
+            field,
+            format!("must be at most {MAX_SPAN:?}, got {d:?}"),
+        ));
+    }
+    // Checked against MAX_SPAN above, so this fits.
+    Ok(u64::try_from(d.as_micros()).unwrap_or(MAX_SPAN_US))
+}
+
+fn quota(field: &'static str, q: u64) -> Result<u64, ConfigError> {
+    if q == 0 {
+        return Err(ConfigError::new(
+            ConfigErrorKind::QuotaZero,
+            field,
+            "must be at least 1",
+        ));
+    }
+    if q > u64::from(u32::MAX) {
+        return Err(ConfigError::new(
+            ConfigErrorKind::Overflow,
+            field,
+            format!("must be at most {}, got {q}", u32::MAX),
+        ));
+    }
+    Ok(q)
+}
+
+fn window_params(name: &str, q: u64, window: Duration) -> Result<(u64, u64), ConfigError> {
+    validate_name(name)?;
+    let q = quota("quota", q)?;
+    let w = micros("window", window)?;
+    if q > w.saturating_mul(MAX_UNITS_PER_US) {
+        return Err(ConfigError::new(
+            ConfigErrorKind::RateTooHigh,
+            "quota",
+            format!("{q} per {window:?} is above 10^9 per second"),
+        ));
+    }
+    Ok((q, w))
+}
+
+impl Limit {
+    fn build(name: &str, params: Params) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                name: name.into(),
+                params,
+            }),
+        }
+    }
+
+    /// A fixed window: at most `quota` units per epoch-aligned `window` (a day is the UTC
+    /// day, an hour starts on the hour). A burst across a boundary may see up to twice the
+    /// quota in a short time.
+    pub fn fixed_window(name: &str, quota: u64, window: Duration) -> Result<Self, ConfigError> {
+        let (quota, window) = window_params(name, quota, window)?;
+        Ok(Self::build(name, Params::Fixed { quota, window }))
+    }
+
+    /// The approximate sliding window: the count of the current epoch-aligned window plus
+    /// the previous window's count weighted by how much of it still overlaps the last
+    /// `window`. Never more than `quota` per aligned window; see the crate docs for the bound
+    /// over a rolling interval.
+    pub fn sliding_window(name: &str, quota: u64, window: Duration) -> Result<Self, ConfigError> {
+        let (quota, window) = window_params(name, quota, window)?;
+        Ok(Self::build(name, Params::Sliding { quota, window }))
+    }
+
+    /// The exact sliding window: a log of timestamps; never more than `quota` units in any
+    /// interval of length `window`. Each key keeps up to `quota` entries, so keep the
+    /// quota small (sign-in attempts, password resets).
+    pub fn sliding_log(name: &str, quota: u64, window: Duration) -> Result<Self, ConfigError> {
+        let (quota, window) = window_params(name, quota, window)?;
+        Ok(Self::build(name, Params::Log { quota, window }))
+    }
+
+    /// A token bucket holding up to `capacity` tokens, refilled with `refill` tokens every
+    /// `period` (continuously: one token every `period / refill`, rounded up to the
+    /// microsecond, so the rate is never above the one configured).
+    pub fn token_bucket(
+        name: &str,
+        capacity: u64,
+        refill: u64,
+        period: Duration,
+    ) -> Result<Self, ConfigError> {
+        validate_name(name)?;
+        let capacity = quota("capacity", capacity)?;
+        let refill = quota("refill", refill)?;
+        let period = micros("period", period)?;
+        if refill > period {
+            return Err(ConfigError::new(
+                ConfigErrorKind::RateTooHigh,
+                "refill",
+                "a token bucket refills at most one token per microsecond",
+            ));
+        }
+        let interval = period.div_ceil(refill);
+        match interval.checked_mul(capacity) {
+            Some(span) if span <= MAX_SPAN_US => {}
+            _ => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Overflow,
+                    "capacity",
+                    "refilling the whole bucket would take longer than MAX_SPAN",
+                ));
+            }
+        }
+        Ok(Self::build(name, Params::Bucket { capacity, interval }))
+    }
+
+    /// The limit's name; keys are namespaced by it.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The algorithm.
+    pub fn kind(&self) -> AlgorithmKind {
+        match self.inner.params {
+            Params::Fixed { .. } => AlgorithmKind::FixedWindow,
+            Params::Sliding { .. } => AlgorithmKind::SlidingWindow,
+            Params::Log { .. } => AlgorithmKind::SlidingLog,
+            Params::Bucket { .. } => AlgorithmKind::TokenBucket,
+        }
+    }
+
+    /// The quota per window, or the bucket's capacity.
+    pub fn quota(&self) -> u64 {
+        match self.inner.params {
+            Params::Fixed { quota, .. }
+            | Params::Sliding { quota, .. }
+            | Params::Log { quota, .. } => quota,
+            Params::Bucket { capacity, .. } => capacity,
+        }
+    }
+
+    /// The window; for a token bucket, the time an empty bucket takes to refill.
+    pub fn window(&self) -> Duration {
+        Duration::from_micros(self.window_micros())
+    }
+
+    pub(crate) fn window_micros(&self) -> u64 {
+        match self.inner.params {
+            Params::Fixed { window, .. }
+            | Params::Sliding { window, .. }
+            | Params::Log { window, .. } => window,
+            Params::Bucket { capacity, interval } => capacity * interval,
+        }
+    }
+
+    pub(crate) fn params(&self) -> Params {
+        self.inner.params
+    }
+
+    /// The key of `principal` under this limit.
+    pub fn key(&self, principal: Principal) -> Key {
+        Key::new(self.clone(), principal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code<T: fmt::Debug>(r: Result<T, ConfigError>) -> &'static str {
+        r.unwrap_err().code()
+    }
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn quota_zero() {
+        assert_eq!(code(Limit::fixed_window("a", 0, MIN)), "limit.quota_zero");
+        assert_eq!(
+            code(Limit::token_bucket("a", 0, 1, MIN)),
+            "limit.quota_zero"
+        );
+        assert_eq!(
+            code(Limit::token_bucket("a", 1, 0, MIN)),
+            "limit.quota_zero"
+        );
+    }
+
+    #[test]
+    fn window_invalid() {
+        assert_eq!(
+            code(Limit::sliding_window("a", 1, Duration::ZERO)),
+            "limit.window_invalid"
+        );
+        assert_eq!(
+            code(Limit::sliding_log("a", 1, Duration::from_micros(999))),
+            "limit.window_invalid"
+        );
+        assert_eq!(
+            code(Limit::token_bucket("a", 1, 1, Duration::from_micros(10))),
+            "limit.window_invalid"
+        );
+        assert!(Limit::fixed_window("a", 1, Duration::from_millis(1)).is_ok());
+    }
+
+    #[test]
+    fn rate_too_high() {
+        // 10^9 per second is the ceiling for windows.
+        assert!(Limit::fixed_window("a", 1_000_000, Duration::from_millis(1)).is_ok());
+        assert_eq!(
+            code(Limit::fixed_window(
+                "a",
+                1_000_001,
+                Duration::from_millis(1)
+            )),
+            "limit.rate_too_high"
+        );
+        // A bucket refills at most one token per microsecond.
+        assert!(Limit::token_bucket("a", 10, 1_000_000, Duration::from_secs(1)).is_ok());
+        assert_eq!(
+            code(Limit::token_bucket(
+                "a",
+                10,
+                1_000_001,
+                Duration::from_secs(1)
+            )),
+            "limit.rate_too_high"
+        );
+    }
+
+    #[test]
+    fn overflow() {
+        assert_eq!(
+            code(Limit::fixed_window("a", u64::from(u32::MAX) + 1, MAX_SPAN)),
+            "limit.overflow"
+        );
+        assert_eq!(
+            code(Limit::fixed_window(
+                "a",
+                5,
+                MAX_SPAN + Duration::from_secs(1)
+            )),
+            "limit.overflow"
+        );
+        assert_eq!(
+            code(Limit::token_bucket(
+                "a",
+                u64::from(u32::MAX),
+                1,
+                Duration::from_secs(86_400)
+            )),
+            "limit.overflow"
+        );
+        assert_eq!(
+            code(Limit::fixed_window("a", u64::MAX, Duration::MAX)),
+            "limit.overflow"
+        );
+    }
+
+    #[test]
+    fn name_invalid() {
+        for bad in ["", "a:b", "a b", "{x}", "é", &"n".repeat(65)] {
+            assert_eq!(
+                code(Limit::fixed_window(bad, 1, MIN)),
+                "limit.name_invalid",
+                "{bad:?}"
+            );
+        }
+        assert!(Limit::fixed_window("ask-ai_burst.v2", 1, MIN).is_ok());
+    }
+
+    #[test]
+    fn bucket_interval_rounds_up() {
+        let l = Limit::token_bucket("b", 3, 3, Duration::from_micros(1_000_000)).unwrap();
+        assert_eq!(
+            l.params(),
+            Params::Bucket {
+                capacity: 3,
+                interval: 333_334
+            }
+        );
+    }
+}

@@ -1,0 +1,319 @@
+//! Principals: who a limit counts (a participant, a user, an API key, an IP, a job, everybody).
+//!
+//! A principal renders to a canonical text `kind:value` that is safe inside any store key:
+//!
+//! - A value of 1 to 64 bytes of `A-Z a-z 0-9 . _ -` is kept as it is, so an operator can
+//!   read it in Redis.
+//! - Anything else (a `:`, `{`, `}`, NUL, CR LF, non-UTF-8 bytes, an e-mail address, a
+//!   long value) is replaced by `~` and 32 hex digits of its SHA-256. `~` never appears in
+//!   a literal value, so a hashed value cannot alias a literal one.
+//! - API keys and values given to [`Principal::personal`] are always hashed: no secret
+//!   or e-mail address is ever written into a key.
+//! - Composite principals join encoded parts with `:`; parts never hold `:`, so
+//!   `("a:b", "c")` and `("a", "b:c")` differ.
+//! - A rendering longer than [`MAX_PRINCIPAL_LEN`] is hashed whole.
+//!
+//! SHA-256 is stable across processes and versions (every instance sharing a Redis derives
+//! the same key) and a client cannot craft a collision.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::limit::is_name_byte;
+
+/// The longest literal value part, in bytes; longer parts are hashed.
+pub const MAX_LITERAL_LEN: usize = 64;
+/// The longest rendering `kind:value`, in bytes; longer renderings are hashed whole.
+pub const MAX_PRINCIPAL_LEN: usize = 96;
+const MAX_CUSTOM_KIND_LEN: usize = 32;
+
+/// The kind of a principal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PrincipalKind {
+    /// A participant (a player in a game, a visitor with a session).
+    Participant,
+    /// A signed-in user or account.
+    User,
+    /// An API key (always hashed).
+    ApiKey,
+    /// A client IP address or network.
+    Ip,
+    /// A background job.
+    Job,
+    /// Everybody: one counter for all callers.
+    Global,
+    /// A kind named by the application, e.g. `visitor-game`.
+    Custom(Arc<str>),
+}
+
+impl PrincipalKind {
+    /// A custom kind: 1 to 32 bytes of `A-Z a-z 0-9 . _ -`.
+    pub fn custom(name: &str) -> Result<Self, ConfigError> {
+        if name.is_empty() || name.len() > MAX_CUSTOM_KIND_LEN || !name.bytes().all(is_name_byte) {
+            return Err(ConfigError::new(
+                ConfigErrorKind::NameInvalid,
+                "principal_kind",
+                "a custom principal kind is 1 to 32 bytes of A-Z a-z 0-9 . _ -",
+            ));
+        }
+        Ok(Self::Custom(name.into()))
+    }
+
+    fn tag(&self) -> &str {
+        match self {
+            Self::Participant => "p",
+            Self::User => "u",
+            Self::ApiKey => "k",
+            Self::Ip => "ip",
+            Self::Job => "job",
+            Self::Global => "all",
+            Self::Custom(name) => name,
+        }
+    }
+
+    fn write_prefix(&self, out: &mut String) {
+        if let Self::Custom(_) = self {
+            // Built-in tags hold no '.', custom ones are prefixed "x.": they cannot meet.
+            out.push_str("x.");
+        }
+        out.push_str(self.tag());
+        out.push(':');
+    }
+}
+
+/// Who a limit counts, rendered once into a canonical, bounded, injection-safe text.
+///
+/// ```
+/// use rate_limit_core::{Principal, PrincipalKind};
+///
+/// assert_eq!(Principal::participant("p-42").as_str(), "p:p-42");
+/// // Unsafe bytes are hashed: no ':' or '{' ever reaches a store key.
+/// let odd = Principal::user("a:b{c}");
+/// assert!(odd.as_str().starts_with("u:~"));
+/// // Personal data is always hashed.
+/// let mail = Principal::personal(PrincipalKind::User, "Ann@Example.com");
+/// assert!(!mail.as_str().contains("Example"));
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    kind: PrincipalKind,
+    text: Arc<str>,
+}
+
+impl fmt::Debug for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The rendering holds no raw client input beyond safe literals; still, keep it
+        // out of Debug output so it cannot slip into logs.
+        f.debug_struct("Principal")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+fn hex32(digest: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(32);
+    for &b in &digest[..16] {
+        s.push(HEX[usize::from(b >> 4)] as char);
+        s.push(HEX[usize::from(b & 0xf)] as char);
+    }
+    s
+}
+
+fn hashed(domain: &[u8], bytes: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(domain);
+    h.update(bytes);
+    let mut s = String::with_capacity(33);
+    s.push('~');
+    s.push_str(&hex32(&h.finalize()));
+    s
+}
+
+fn push_part(out: &mut String, bytes: &[u8], always_hash: bool) {
+    let literal = !always_hash
+        && !bytes.is_empty()
+        && bytes.len() <= MAX_LITERAL_LEN
+        && bytes.iter().copied().all(is_name_byte);
+    match std::str::from_utf8(bytes) {
+        Ok(s) if literal => out.push_str(s),
+        _ => out.push_str(&hashed(b"rate-limit/part\0", bytes)),
+    }
+}
+
+impl Principal {
+    fn finish(kind: PrincipalKind, mut text: String) -> Self {
+        if text.len() > MAX_PRINCIPAL_LEN {
+            let mut short = String::with_capacity(48);
+            kind.write_prefix(&mut short);
+            short.push_str(&hashed(b"rate-limit/whole\0", text.as_bytes()));
+            text = short;
+        }
+        Self {
+            kind,
+            text: text.into(),
+        }
+    }
+
+    fn one(kind: PrincipalKind, value: &[u8], always_hash: bool) -> Self {
+        let mut text = String::with_capacity(8 + value.len().min(MAX_LITERAL_LEN));
+        kind.write_prefix(&mut text);
+        push_part(&mut text, value, always_hash);
+        Self::finish(kind, text)
+    }
+
+    /// A participant, e.g. the `x-participant-id` of a quiz player.
+    pub fn participant(id: impl AsRef<[u8]>) -> Self {
+        Self::one(PrincipalKind::Participant, id.as_ref(), false)
+    }
+
+    /// A signed-in user by id. For an e-mail address use [`personal`](Self::personal).
+    pub fn user(id: impl AsRef<[u8]>) -> Self {
+        Self::one(PrincipalKind::User, id.as_ref(), false)
+    }
+
+    /// An API key; always hashed, since it is a secret.
+    pub fn api_key(key: impl AsRef<[u8]>) -> Self {
+        Self::one(PrincipalKind::ApiKey, key.as_ref(), true)
+    }
+
+    /// A background job by name.
+    pub fn job(name: impl AsRef<[u8]>) -> Self {
+        Self::one(PrincipalKind::Job, name.as_ref(), false)
+    }
+
+    /// Everybody: one shared counter.
+    pub fn global() -> Self {
+        Self::finish(PrincipalKind::Global, "all:*".to_owned())
+    }
+
+    /// A principal of any kind whose value is personal data or a secret (an e-mail
+    /// address, a phone number): always hashed.
+    pub fn personal(kind: PrincipalKind, value: impl AsRef<[u8]>) -> Self {
+        Self::one(kind, value.as_ref(), true)
+    }
+
+    /// A principal of any kind with a plain value.
+    pub fn new(kind: PrincipalKind, value: impl AsRef<[u8]>) -> Self {
+        Self::one(kind, value.as_ref(), false)
+    }
+
+    /// A principal made of several parts, e.g. `(visitor, game)`.
+    pub fn composite<I>(kind: PrincipalKind, parts: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let mut text = String::with_capacity(64);
+        kind.write_prefix(&mut text);
+        let mut first = true;
+        for part in parts {
+            if !first {
+                text.push(':');
+            }
+            first = false;
+            push_part(&mut text, part.as_ref(), false);
+        }
+        Self::finish(kind, text)
+    }
+
+    /// A client IP with the usual grouping: an IPv4 address by itself, an IPv6 address by
+    /// its /64 (one household or device usually owns a whole /64). IPv4-mapped IPv6
+    /// (`::ffff:1.2.3.4`) counts as the IPv4 address.
+    pub fn ip(addr: IpAddr) -> Self {
+        Self::ip_with_prefix(addr, 32, 64)
+    }
+
+    /// A client IP grouped by the given prefix lengths (clamped to 32 and 128).
+    pub fn ip_with_prefix(addr: IpAddr, v4_prefix: u8, v6_prefix: u8) -> Self {
+        let addr = match addr {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+            v4 => v4,
+        };
+        let (masked, len, full) = match addr {
+            IpAddr::V4(v4) => {
+                let len = v4_prefix.min(32);
+                let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+                (IpAddr::V4((u32::from(v4) & mask).into()), len, 32)
+            }
+            IpAddr::V6(v6) => {
+                let len = v6_prefix.min(128);
+                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                (IpAddr::V6((u128::from(v6) & mask).into()), len, 128)
+            }
+        };
+        // ':' becomes '-' and '/' becomes '_': the value stays in the literal alphabet.
+        let mut value = masked.to_string().replace(':', "-");
+        if len < full {
+            value.push('_');
+            value.push_str(&len.to_string());
+        }
+        Self::one(PrincipalKind::Ip, value.as_bytes(), false)
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> &PrincipalKind {
+        &self.kind
+    }
+
+    /// The canonical rendering `kind:value`, at most [`MAX_PRINCIPAL_LEN`] bytes of
+    /// `A-Z a-z 0-9 . _ - : ~ *`.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The value part of the rendering (after `kind:`): usable as one part of a
+    /// [`composite`](Self::composite) principal.
+    pub fn value(&self) -> &str {
+        self.text.split_once(':').map_or("", |(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_and_hashed_forms() {
+        assert_eq!(Principal::user("alice").as_str(), "u:alice");
+        assert_eq!(Principal::job("resolve").as_str(), "job:resolve");
+        assert_eq!(Principal::global().as_str(), "all:*");
+        let k = Principal::api_key("abc");
+        assert_eq!(k.as_str().len(), "k:~".len() + 32);
+        let c = PrincipalKind::custom("visitor-game").unwrap();
+        let p = Principal::composite(c, ["1.2.3.4", "quiz"]);
+        assert_eq!(p.as_str(), "x.visitor-game:1.2.3.4:quiz");
+    }
+
+    #[test]
+    fn ip_grouping() {
+        let a = Principal::ip("2001:db8:1:2:aaaa::1".parse().unwrap());
+        let b = Principal::ip("2001:db8:1:2:ffff:ffff:ffff:ffff".parse().unwrap());
+        let c = Principal::ip("2001:db8:1:3::1".parse().unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.as_str(), "ip:2001-db8-1-2--_64");
+        let mapped = Principal::ip("::ffff:1.2.3.4".parse().unwrap());
+        assert_eq!(mapped, Principal::ip("1.2.3.4".parse().unwrap()));
+        assert_eq!(mapped.as_str(), "ip:1.2.3.4");
+        let net = Principal::ip_with_prefix("10.1.2.3".parse().unwrap(), 24, 64);
+        assert_eq!(net.as_str(), "ip:10.1.2.0_24");
+        let zero = Principal::ip_with_prefix("10.1.2.3".parse().unwrap(), 0, 0);
+        assert_eq!(zero.as_str(), "ip:0.0.0.0_0");
+    }
+
+    #[test]
+    fn custom_kind_validation() {
+        assert_eq!(
+            PrincipalKind::custom("").unwrap_err().code(),
+            "limit.name_invalid"
+        );
+        assert!(PrincipalKind::custom("a:b").is_err());
+        assert!(PrincipalKind::custom(&"k".repeat(33)).is_err());
+    }
+}

@@ -1,0 +1,87 @@
+//! Store errors: what failed, and whether the command may have run.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+/// How a store call failed. The kind tells the layers above whether a retry is safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The command surely did not run (connection refused, not connected, script not
+    /// loaded): safe to retry.
+    NotExecuted,
+    /// The command may have run (the connection broke after it was sent, or the store
+    /// answered something it could not decode): never replay it.
+    Indeterminate,
+    /// No answer within the time budget; it may still run. Never replay it.
+    TimedOut,
+    /// The store is configured but was never reached (no connection yet, or not set up).
+    Missing,
+}
+
+impl StoreErrorKind {
+    /// A short, stable name: `not_executed`, `indeterminate`, `timed_out`, `missing`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::NotExecuted => "not_executed",
+            Self::Indeterminate => "indeterminate",
+            Self::TimedOut => "timed_out",
+            Self::Missing => "missing",
+        }
+    }
+
+    /// Whether the command surely did not run, so retrying cannot count a request twice.
+    pub const fn is_retryable(self) -> bool {
+        matches!(self, Self::NotExecuted | Self::Missing)
+    }
+}
+
+/// A store call that failed. Never holds a key or any client input.
+#[derive(Debug)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    message: &'static str,
+    source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+impl StoreError {
+    /// An error of `kind` with a fixed message (no keys, no client input).
+    pub fn new(kind: StoreErrorKind, message: &'static str) -> Self {
+        Self {
+            kind,
+            message,
+            source: None,
+        }
+    }
+
+    /// Attaches the underlying error.
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// What failed.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rate-limit store {}: {}",
+            self.kind.as_str(),
+            self.message
+        )
+    }
+}
+
+impl StdError for StoreError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}

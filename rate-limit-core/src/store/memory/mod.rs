@@ -1,0 +1,370 @@
+//! The in-memory store: the embedded default, with nothing to set up.
+//!
+//! - **Sharded**: keys spread over independent mutex-guarded shards; no global lock.
+//! - **Atomic chains**: a chain locks the shards of its keys in ascending order (so two
+//!   chains can never deadlock), decides, writes, and unlocks; no other check on those
+//!   keys runs in between, so concurrent chains can neither both pass nor half-apply.
+//! - **Exact**: every check is a read-modify-write under the shard's lock.
+//! - **Bounded**: a hard cap on keys ([`MemoryStoreBuilder::max_keys`]). A full shard first
+//!   drops expired keys, then evicts the least recently used sixteenth of itself; it never
+//!   refuses a request for lack of room. Keys in use stay; [`MemoryStore::evictions`]
+//!   counts keys dropped while still live. Expired keys are also swept on a timer
+//!   ([`MemoryStoreBuilder::sweep_interval`]) and by [`MemoryStore::sweep`].
+//! - **Compact**: 40 bytes per key in a dense slab plus 5 bytes per table slot (about
+//!   50 bytes per key at 1M keys); exact logs keep their timestamps beside it.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use crate::algorithm::{self, Charge, State};
+use crate::chain::{Chain, ChainMode, Check};
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{ChainDecision, Decision};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::key::Key;
+use crate::limit::Params;
+
+use super::{Store, StoreError};
+
+mod shard;
+
+use shard::Shard;
+
+/// The default key cap: one million keys (about 50 MB at most).
+pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+const DEFAULT_SHARDS: usize = 64;
+const DEFAULT_SWEEP: Duration = Duration::from_secs(60);
+
+/// The in-memory store. Cheap to clone; clones share counters. See the [module docs](self).
+///
+/// ```
+/// use rate_limit_core::{Chain, Limit, MemoryStore, Principal, Store};
+/// use std::time::Duration;
+///
+/// # tokio_test_block_on(async {
+/// let store = MemoryStore::new();
+/// let limit = Limit::fixed_window("api", 2, Duration::from_secs(60))?;
+/// let chain = Chain::new().check(&limit, Principal::user("ann"));
+/// assert!(store.check(&chain).await?.is_allowed());
+/// assert!(store.check(&chain).await?.is_allowed());
+/// assert!(!store.check(&chain).await?.is_allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shards: Box<[Mutex<Shard>]>,
+    clock: Arc<dyn Clock>,
+    anchor: u64,
+    shard_cap: usize,
+    max_keys: usize,
+    sweep_every: u32,
+    evictions: AtomicU64,
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("shards", &self.inner.shards.len())
+            .field("max_keys", &self.inner.max_keys)
+            .field("clock", &self.inner.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`MemoryStore`].
+#[derive(Debug)]
+#[must_use]
+pub struct MemoryStoreBuilder {
+    clock: Option<Arc<dyn Clock>>,
+    max_keys: usize,
+    shards: usize,
+    sweep_interval: Duration,
+}
+
+impl MemoryStoreBuilder {
+    /// The clock (default: [`SystemClock`]). Tests pass a [`FakeClock`](crate::FakeClock)
+    /// or a [`TokioClock`](crate::TokioClock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The most keys the store holds (default [`DEFAULT_MAX_KEYS`]). Each shard holds
+    /// `max_keys / shards`, so the store never exceeds it.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// The number of shards (default 64; at most `max_keys`).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// How often a shard drops its expired keys when it is written to (default 60 s).
+    pub fn sweep_interval(mut self, every: Duration) -> Self {
+        self.sweep_interval = every;
+        self
+    }
+
+    /// Builds the store; `store.invalid` for a key cap or shard count of zero.
+    pub fn build(self) -> Result<MemoryStore, ConfigError> {
+        if self.max_keys == 0 {
+            return Err(ConfigError::new(
+                ConfigErrorKind::StoreInvalid,
+                "max_keys",
+                "the key cap must be at least 1",
+            ));
+        }
+        if self.shards == 0 {
+            return Err(ConfigError::new(
+                ConfigErrorKind::StoreInvalid,
+                "shards",
+                "a store needs at least one shard",
+            ));
+        }
+        let shards = self.shards.min(self.max_keys);
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let anchor = clock.now_micros();
+        let sweep_every = u32::try_from(self.sweep_interval.as_secs().max(1)).unwrap_or(u32::MAX);
+        Ok(MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
+                clock,
+                anchor,
+                shard_cap: self.max_keys / shards,
+                max_keys: self.max_keys,
+                sweep_every,
+                evictions: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// A store with the default settings and the system clock.
+    pub fn new() -> Self {
+        Self::builder()
+            .build()
+            .unwrap_or_else(|_| unreachable!("the default settings are valid"))
+    }
+
+    /// A builder.
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder {
+            clock: None,
+            max_keys: DEFAULT_MAX_KEYS,
+            shards: DEFAULT_SHARDS,
+            sweep_interval: DEFAULT_SWEEP,
+        }
+    }
+
+    /// The number of keys held now.
+    pub fn len(&self) -> usize {
+        self.inner.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys dropped to make room while their state was still live.
+    pub fn evictions(&self) -> u64 {
+        self.inner.evictions.load(Ordering::Relaxed)
+    }
+
+    /// Drops every expired key now; returns how many.
+    pub fn sweep(&self) -> usize {
+        let now = self.now_sec(self.inner.clock.now_micros());
+        self.inner
+            .shards
+            .iter()
+            .map(|s| {
+                let mut s = lock(s);
+                s.next_sweep = now.saturating_add(self.inner.sweep_every);
+                s.sweep(now)
+            })
+            .sum()
+    }
+
+    /// Bytes the store's tables have allocated (exact-log contents not included).
+    pub fn allocated_bytes(&self) -> usize {
+        self.inner
+            .shards
+            .iter()
+            .map(|s| lock(s).allocated_bytes())
+            .sum()
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.inner.clock
+    }
+
+    /// [`Store::check`] without the future: the memory store never waits.
+    pub fn check_now(&self, chain: &Chain) -> ChainDecision {
+        let charge = match chain.chain_mode() {
+            ChainMode::InOrder => Charge::IfFits,
+            ChainMode::ChargeAll => Charge::Always,
+        };
+        match chain.checks() {
+            [] => ChainDecision::new(Vec::new()),
+            [one] => ChainDecision::new(vec![self.single(one.key(), one.cost(), charge)]),
+            checks => self.chain(checks, chain.chain_mode(), charge),
+        }
+    }
+
+    fn shard_of(&self, digest: &[u64; 2]) -> usize {
+        let n = self.inner.shards.len() as u64;
+        // Multiply-shift over the second word (the table hashes on the first).
+        usize::try_from(((digest[1] >> 32) * n) >> 32).unwrap_or(0)
+    }
+
+    fn now_sec(&self, now: u64) -> u32 {
+        u32::try_from(now.saturating_sub(self.inner.anchor) / 1_000_000).unwrap_or(u32::MAX)
+    }
+
+    fn expires_sec(&self, at: u64) -> u32 {
+        let rel = at.saturating_sub(self.inner.anchor);
+        u32::try_from(rel.div_ceil(1_000_000)).unwrap_or(u32::MAX)
+    }
+
+    fn single(&self, key: &Key, cost: u64, charge: Charge) -> Decision {
+        let digest = key.digest();
+        let params = key.limit().params();
+        let mut shard = lock(&self.inner.shards[self.shard_of(&digest)]);
+        let now = self.inner.clock.now_micros();
+        let state = shard.get(&digest).unwrap_or_else(|| State::fresh(params));
+        let step = algorithm::step(params, &state, now, cost, charge);
+        if let Some(next) = step.next {
+            self.write(&mut shard, &digest, next, params, now);
+        }
+        step.decision
+    }
+
+    fn chain(&self, checks: &[Check], mode: ChainMode, charge: Charge) -> ChainDecision {
+        let digests: Vec<[u64; 2]> = checks.iter().map(|c| c.key().digest()).collect();
+        let owners: Vec<usize> = digests.iter().map(|d| self.shard_of(d)).collect();
+        let mut order = owners.clone();
+        order.sort_unstable();
+        order.dedup();
+        // Ascending shard order: two chains can never wait on each other in a cycle.
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
+            .iter()
+            .map(|&i| (i, lock(&self.inner.shards[i])))
+            .collect();
+        let guard = |guards: &mut Vec<(usize, MutexGuard<'_, Shard>)>, s: usize| {
+            guards.iter().position(|(i, _)| *i == s).unwrap_or(0)
+        };
+        let now = self.inner.clock.now_micros();
+        let mut pending: Vec<Option<State>> = Vec::with_capacity(checks.len());
+        let mut decisions = Vec::with_capacity(checks.len());
+        for (i, check) in checks.iter().enumerate() {
+            let params = check.key().limit().params();
+            // A key that appears twice sees the first check's tentative state.
+            let earlier = (0..i)
+                .rev()
+                .find(|&j| digests[j] == digests[i])
+                .and_then(|j| pending[j].clone());
+            let state = match earlier {
+                Some(s) => s,
+                None => {
+                    let g = guard(&mut guards, owners[i]);
+                    guards[g]
+                        .1
+                        .get(&digests[i])
+                        .unwrap_or_else(|| State::fresh(params))
+                }
+            };
+            let step = algorithm::step(params, &state, now, check.cost(), charge);
+            let allowed = step.decision.is_allowed();
+            decisions.push(step.decision);
+            pending.push(step.next);
+            if !allowed && mode == ChainMode::InOrder {
+                return ChainDecision::new(decisions);
+            }
+        }
+        let result = ChainDecision::new(decisions);
+        if result.is_allowed() || mode == ChainMode::ChargeAll {
+            for (i, next) in pending.into_iter().enumerate() {
+                if let Some(next) = next {
+                    let params = checks[i].key().limit().params();
+                    let g = guard(&mut guards, owners[i]);
+                    self.write(&mut guards[g].1, &digests[i], next, params, now);
+                }
+            }
+        }
+        result
+    }
+
+    fn write(&self, shard: &mut Shard, digest: &[u64; 2], next: State, params: Params, now: u64) {
+        let now_sec = self.now_sec(now);
+        if now_sec >= shard.next_sweep {
+            shard.next_sweep = now_sec.saturating_add(self.inner.sweep_every);
+            shard.sweep(now_sec);
+        }
+        let expires = self.expires_sec(next.expires_at(params));
+        let cap = self.inner.shard_cap;
+        if let Err(next) = shard.put(digest, next, expires, cap) {
+            let want = (cap / 16).max(1);
+            let evicted = shard.make_room(now_sec, want);
+            self.inner
+                .evictions
+                .fetch_add(evicted as u64, Ordering::Relaxed);
+            // Room was made (the cap is at least 1), so this write lands.
+            let _ = shard.put(digest, next, expires, cap);
+        }
+    }
+
+    fn charge_now(&self, check: &Check) -> Decision {
+        self.single(check.key(), check.cost(), Charge::Overdraw)
+    }
+
+    fn reset_now(&self, key: &Key) {
+        let digest = key.digest();
+        lock(&self.inner.shards[self.shard_of(&digest)]).remove(&digest);
+    }
+}
+
+fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    // A panic while holding a shard cannot leave it half-written (every write is a plain
+    // field store), so a poisoned lock is safe to keep using.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Store for MemoryStore {
+    async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
+        Ok(self.check_now(chain))
+    }
+
+    async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
+        Ok(self.charge_now(check))
+    }
+
+    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
+        Ok(self.single(key, 0, Charge::IfFits))
+    }
+
+    async fn reset(&self, key: &Key) -> Result<(), StoreError> {
+        self.reset_now(key);
+        Ok(())
+    }
+}

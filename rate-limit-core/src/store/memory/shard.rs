@@ -1,0 +1,337 @@
+//! One shard of the memory store: a SwissTable of `u32` indices into a dense entry slab.
+//!
+//! An entry is 40 bytes: the key's 128-bit digest, two state words, an expiry (seconds
+//! since the store's anchor) and a last-use stamp (a per-shard operation counter, for LRU).
+//! The algorithm's tag sits in the top 4 bits of the first word. Exact logs live in a side
+//! slab, since their size varies.
+
+use std::collections::VecDeque;
+
+use hashbrown::HashTable;
+
+use crate::algorithm::State;
+
+const TAG_SHIFT: u32 = 60;
+const PAYLOAD: u64 = (1 << TAG_SHIFT) - 1;
+const TAG_FIXED: u64 = 1;
+const TAG_SLIDING: u64 = 2;
+const TAG_BUCKET: u64 = 3;
+const TAG_LOG: u64 = 4;
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key: [u64; 2],
+    a: u64,
+    b: u64,
+    expires: u32,
+    used: u32,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Shard {
+    table: HashTable<u32>,
+    entries: Vec<Entry>,
+    logs: Vec<VecDeque<(u64, u64)>>,
+    free_logs: Vec<u32>,
+    tick: u32,
+    pub(super) next_sweep: u32,
+}
+
+fn hash(key: &[u64; 2]) -> u64 {
+    // The digest is already a keyed PRF output: its first word is a fine bucket hash.
+    key[0]
+}
+
+fn pack(tag: u64, payload: u64) -> u64 {
+    (tag << TAG_SHIFT) | payload.min(PAYLOAD)
+}
+
+fn sat32(v: u64) -> u64 {
+    v.min(u64::from(u32::MAX))
+}
+
+impl Shard {
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn find(&self, key: &[u64; 2]) -> Option<usize> {
+        let entries = &self.entries;
+        self.table
+            .find(hash(key), |&i| entries[i as usize].key == *key)
+            .map(|&i| i as usize)
+    }
+
+    /// The state stored for `key` (a copy), and marks the key as used.
+    pub(super) fn get(&mut self, key: &[u64; 2]) -> Option<State> {
+        let i = self.find(key)?;
+        self.tick = self.tick.wrapping_add(1);
+        self.entries[i].used = self.tick;
+        Some(self.decode(i))
+    }
+
+    fn decode(&self, i: usize) -> State {
+        let e = &self.entries[i];
+        let payload = e.a & PAYLOAD;
+        match e.a >> TAG_SHIFT {
+            TAG_FIXED => State::Fixed {
+                window: payload,
+                count: e.b,
+            },
+            TAG_SLIDING => State::Sliding {
+                window: payload,
+                curr: e.b >> 32,
+                prev: e.b & u64::from(u32::MAX),
+            },
+            TAG_BUCKET => State::Bucket { tat: payload },
+            TAG_LOG => State::Log(
+                self.logs
+                    .get(usize::try_from(payload).unwrap_or(usize::MAX))
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            // Unknown tags cannot be written; read them as "nothing stored".
+            _ => State::Fixed {
+                window: 0,
+                count: 0,
+            },
+        }
+    }
+
+    fn encode(&mut self, state: State, old_a: Option<u64>) -> (u64, u64) {
+        let old_log = old_a
+            .filter(|a| a >> TAG_SHIFT == TAG_LOG)
+            .and_then(|a| u32::try_from(a & PAYLOAD).ok());
+        match state {
+            State::Fixed { window, count } => {
+                self.release_log(old_log);
+                (pack(TAG_FIXED, window), count)
+            }
+            State::Sliding { window, curr, prev } => {
+                self.release_log(old_log);
+                (pack(TAG_SLIDING, window), (sat32(curr) << 32) | sat32(prev))
+            }
+            State::Bucket { tat } => {
+                self.release_log(old_log);
+                (pack(TAG_BUCKET, tat), 0)
+            }
+            State::Log(log) => {
+                let slot = match old_log {
+                    Some(slot) => slot,
+                    None => self.alloc_log(),
+                };
+                self.logs[slot as usize] = log;
+                (pack(TAG_LOG, u64::from(slot)), 0)
+            }
+        }
+    }
+
+    fn alloc_log(&mut self) -> u32 {
+        if let Some(slot) = self.free_logs.pop() {
+            return slot;
+        }
+        self.logs.push(VecDeque::new());
+        // A shard holds at most u32::MAX entries (capped far below by the store).
+        u32::try_from(self.logs.len() - 1).unwrap_or(u32::MAX)
+    }
+
+    fn release_log(&mut self, slot: Option<u32>) {
+        if let Some(slot) = slot {
+            if let Some(log) = self.logs.get_mut(slot as usize) {
+                *log = VecDeque::new();
+                self.free_logs.push(slot);
+            }
+        }
+    }
+
+    /// Writes `state` for `key`. Gives the state back when the key is new and the shard is
+    /// full (the caller makes room and calls again).
+    pub(super) fn put(
+        &mut self,
+        key: &[u64; 2],
+        state: State,
+        expires: u32,
+        cap: usize,
+    ) -> Result<(), State> {
+        self.tick = self.tick.wrapping_add(1);
+        if let Some(i) = self.find(key) {
+            let (a, b) = self.encode(state, Some(self.entries[i].a));
+            let e = &mut self.entries[i];
+            (e.a, e.b, e.expires, e.used) = (a, b, expires, self.tick);
+            return Ok(());
+        }
+        if self.entries.len() >= cap {
+            return Err(state);
+        }
+        let (a, b) = self.encode(state, None);
+        if self.entries.len() == self.entries.capacity() {
+            // Grow by a quarter, not double: memory stays within 25% of what is used.
+            let extra = (self.entries.len() / 4).max(16);
+            self.entries.reserve_exact(extra);
+        }
+        let i = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
+        self.entries.push(Entry {
+            key: *key,
+            a,
+            b,
+            expires,
+            used: self.tick,
+        });
+        let entries = &self.entries;
+        self.table
+            .insert_unique(hash(key), i, |&j| hash(&entries[j as usize].key));
+        Ok(())
+    }
+
+    /// Forgets `key`.
+    pub(super) fn remove(&mut self, key: &[u64; 2]) -> bool {
+        let Some(i) = self.find(key) else {
+            return false;
+        };
+        self.retain_where(|idx, _| idx != i);
+        true
+    }
+
+    /// Drops every entry whose state has expired at `now` (seconds since the anchor).
+    pub(super) fn sweep(&mut self, now: u32) -> usize {
+        self.retain_where(|_, e| e.expires > now)
+    }
+
+    /// Makes room for at least `want` new keys: expired keys first, then the least
+    /// recently used. Returns how many live keys were evicted.
+    pub(super) fn make_room(&mut self, now: u32, want: usize) -> usize {
+        let expired = self.sweep(now);
+        let k = want.saturating_sub(expired).min(self.entries.len());
+        if k == 0 {
+            return 0;
+        }
+        // Ages since last use; the k oldest go.
+        let tick = self.tick;
+        let mut ages: Vec<u32> = self
+            .entries
+            .iter()
+            .map(|e| tick.wrapping_sub(e.used))
+            .collect();
+        let n = ages.len();
+        let (_, &mut threshold, _) = ages.select_nth_unstable(n - k);
+        let above = self
+            .entries
+            .iter()
+            .filter(|e| tick.wrapping_sub(e.used) > threshold)
+            .count();
+        let mut at_threshold_left = k.saturating_sub(above);
+        self.retain_where(|_, e| {
+            let age = tick.wrapping_sub(e.used);
+            if age > threshold {
+                false
+            } else if age == threshold && at_threshold_left > 0 {
+                at_threshold_left -= 1;
+                false
+            } else {
+                true
+            }
+        })
+    }
+
+    /// Keeps the entries for which `keep(index, entry)` holds; rebuilds the index table.
+    /// Returns how many were dropped.
+    fn retain_where(&mut self, mut keep: impl FnMut(usize, &Entry) -> bool) -> usize {
+        let before = self.entries.len();
+        let mut idx = 0;
+        let mut dropped_logs = Vec::new();
+        self.entries.retain(|e| {
+            let k = keep(idx, e);
+            idx += 1;
+            if !k && e.a >> TAG_SHIFT == TAG_LOG {
+                dropped_logs.push(u32::try_from(e.a & PAYLOAD).ok());
+            }
+            k
+        });
+        for slot in dropped_logs {
+            self.release_log(slot);
+        }
+        let dropped = before - self.entries.len();
+        if dropped > 0 {
+            self.table.clear();
+            let entries = &self.entries;
+            for (i, e) in entries.iter().enumerate() {
+                let i = u32::try_from(i).unwrap_or(u32::MAX);
+                self.table
+                    .insert_unique(hash(&e.key), i, |&j| hash(&entries[j as usize].key));
+            }
+            // Give back memory after a large drop (a flood that has passed).
+            if self.entries.capacity() > 64 && self.entries.len() < self.entries.capacity() / 4 {
+                self.entries.shrink_to(self.entries.len() * 2);
+                let entries = &self.entries;
+                self.table
+                    .shrink_to(entries.len(), |&j| hash(&entries[j as usize].key));
+            }
+        }
+        dropped
+    }
+
+    /// Bytes allocated by this shard's tables (not counting exact-log contents).
+    pub(super) fn allocated_bytes(&self) -> usize {
+        self.table.allocation_size()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.logs.capacity() * std::mem::size_of::<VecDeque<(u64, u64)>>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 40);
+    }
+
+    #[test]
+    fn round_trips_every_state() {
+        let mut s = Shard::default();
+        let states = [
+            State::Fixed {
+                window: 7,
+                count: 1 << 40,
+            },
+            State::Sliding {
+                window: 9,
+                curr: 3,
+                prev: 5,
+            },
+            State::Bucket {
+                tat: 1_800_000_000_000_000,
+            },
+            State::Log(VecDeque::from([(1, 1), (2, 3)])),
+        ];
+        for (n, st) in states.iter().enumerate() {
+            let key = [n as u64, 1];
+            assert!(s.put(&key, st.clone(), 10, 100).is_ok());
+            assert_eq!(s.get(&key).as_ref(), Some(st));
+        }
+        // A log replaced by a counter frees its slot.
+        assert!(s.put(&[3, 1], State::Bucket { tat: 5 }, 10, 100).is_ok());
+        assert_eq!(s.free_logs.len(), 1);
+        assert!(s.remove(&[0, 1]));
+        assert_eq!(s.get(&[0, 1]), None);
+        assert_eq!(s.get(&[1, 1]), Some(states[1].clone()));
+    }
+
+    #[test]
+    fn full_shard_evicts_expired_then_oldest() {
+        let mut s = Shard::default();
+        for n in 0..10u64 {
+            let exp = if n < 2 { 5 } else { 50 };
+            assert!(s.put(&[n, 0], State::Bucket { tat: n }, exp, 10).is_ok());
+        }
+        assert!(s.put(&[99, 0], State::Bucket { tat: 1 }, 50, 10).is_err());
+        s.get(&[2, 0]); // key 2 is in use now
+        // Keys 0 and 1 expired at 5 s; two more go, the least recently used.
+        assert_eq!(s.make_room(6, 4), 2);
+        assert!(s.get(&[2, 0]).is_some());
+        assert!(s.get(&[3, 0]).is_none() && s.get(&[4, 0]).is_none());
+        assert!(s.get(&[5, 0]).is_some());
+        assert_eq!(s.len(), 6);
+    }
+}

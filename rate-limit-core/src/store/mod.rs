@@ -1,0 +1,187 @@
+//! Stores: where counters live. One call answers a whole [`Chain`].
+//!
+//! [`MemoryStore`] is the embedded default. A store chosen at run time (from
+//! configuration) is an [`AnyStore`]; a store of your own goes in a [`BoxStore`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::chain::{Chain, Check};
+use crate::decision::{ChainDecision, Decision};
+use crate::key::Key;
+
+mod error;
+pub mod memory;
+
+pub use error::{StoreError, StoreErrorKind};
+pub use memory::MemoryStore;
+
+/// A counter store. Every method is one atomic operation on the store (one round trip for
+/// a remote store), whatever the chain's length.
+///
+/// Implementations must give every store the same semantics; the crate's conformance tests
+/// run one suite against each.
+pub trait Store: Send + Sync + 'static {
+    /// Checks and charges a chain atomically, in its [`ChainMode`](crate::ChainMode).
+    fn check(
+        &self,
+        chain: &Chain,
+    ) -> impl Future<Output = Result<ChainDecision, StoreError>> + Send;
+
+    /// Charges a cost known only after the work (LLM tokens, bytes sent): always applied,
+    /// overdrawing if need be, so later checks are refused until the debt is repaid.
+    /// The decision says whether the charge fit.
+    fn charge(&self, check: &Check) -> impl Future<Output = Result<Decision, StoreError>> + Send;
+
+    /// Reports a key's state without changing it (an admin read; same as a cost-0 check).
+    fn peek(&self, key: &Key) -> impl Future<Output = Result<Decision, StoreError>> + Send;
+
+    /// Forgets a key's state: its next check starts afresh.
+    fn reset(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+impl<S: Store> Store for Arc<S> {
+    fn check(
+        &self,
+        chain: &Chain,
+    ) -> impl Future<Output = Result<ChainDecision, StoreError>> + Send {
+        (**self).check(chain)
+    }
+    fn charge(&self, check: &Check) -> impl Future<Output = Result<Decision, StoreError>> + Send {
+        (**self).charge(check)
+    }
+    fn peek(&self, key: &Key) -> impl Future<Output = Result<Decision, StoreError>> + Send {
+        (**self).peek(key)
+    }
+    fn reset(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).reset(key)
+    }
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+trait DynStore: Send + Sync + 'static {
+    fn check_dyn<'a>(
+        &'a self,
+        chain: &'a Chain,
+    ) -> BoxFuture<'a, Result<ChainDecision, StoreError>>;
+    fn charge_dyn<'a>(&'a self, check: &'a Check) -> BoxFuture<'a, Result<Decision, StoreError>>;
+    fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<Decision, StoreError>>;
+    fn reset_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<(), StoreError>>;
+}
+
+impl<S: Store> DynStore for S {
+    fn check_dyn<'a>(
+        &'a self,
+        chain: &'a Chain,
+    ) -> BoxFuture<'a, Result<ChainDecision, StoreError>> {
+        Box::pin(self.check(chain))
+    }
+    fn charge_dyn<'a>(&'a self, check: &'a Check) -> BoxFuture<'a, Result<Decision, StoreError>> {
+        Box::pin(self.charge(check))
+    }
+    fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<Decision, StoreError>> {
+        Box::pin(self.peek(key))
+    }
+    fn reset_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.reset(key))
+    }
+}
+
+/// Any [`Store`] behind a cheap, cloneable handle (one allocation per call).
+#[derive(Clone)]
+pub struct BoxStore {
+    inner: Arc<dyn DynStore>,
+    name: &'static str,
+}
+
+impl BoxStore {
+    /// Wraps a store.
+    pub fn new<S: Store>(store: S) -> Self {
+        Self {
+            inner: Arc::new(store),
+            name: std::any::type_name::<S>(),
+        }
+    }
+}
+
+impl fmt::Debug for BoxStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("BoxStore").field(&self.name).finish()
+    }
+}
+
+impl Store for BoxStore {
+    // `async fn` here (not a forwarded future): the boxed future borrows `self` and the
+    // argument under one lifetime, which an opaque return type cannot name.
+    async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
+        self.inner.check_dyn(chain).await
+    }
+    async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
+        self.inner.charge_dyn(check).await
+    }
+    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
+        self.inner.peek_dyn(key).await
+    }
+    async fn reset(&self, key: &Key) -> Result<(), StoreError> {
+        self.inner.reset_dyn(key).await
+    }
+}
+
+/// A store picked when the program starts (from configuration): the in-memory store, or
+/// any other store boxed. Cheap to clone; clones share counters.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum AnyStore {
+    /// The in-memory store.
+    Memory(MemoryStore),
+    /// Any other store.
+    Boxed(BoxStore),
+}
+
+impl Default for AnyStore {
+    fn default() -> Self {
+        Self::Memory(MemoryStore::new())
+    }
+}
+
+impl From<MemoryStore> for AnyStore {
+    fn from(s: MemoryStore) -> Self {
+        Self::Memory(s)
+    }
+}
+
+impl From<BoxStore> for AnyStore {
+    fn from(s: BoxStore) -> Self {
+        Self::Boxed(s)
+    }
+}
+
+impl Store for AnyStore {
+    async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
+        match self {
+            Self::Memory(s) => s.check(chain).await,
+            Self::Boxed(s) => s.check(chain).await,
+        }
+    }
+    async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
+        match self {
+            Self::Memory(s) => s.charge(check).await,
+            Self::Boxed(s) => s.charge(check).await,
+        }
+    }
+    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
+        match self {
+            Self::Memory(s) => s.peek(key).await,
+            Self::Boxed(s) => s.peek(key).await,
+        }
+    }
+    async fn reset(&self, key: &Key) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(s) => s.reset(key).await,
+            Self::Boxed(s) => s.reset(key).await,
+        }
+    }
+}

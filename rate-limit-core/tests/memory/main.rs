@@ -1,0 +1,7 @@
+//! The in-memory store: exactness under real parallelism, chains, keys, the memory bound.
+
+mod bound;
+mod chains;
+mod concurrency;
+mod keys;
+mod support;

@@ -1,0 +1,1 @@
+//! Shared support for the end-to-end tests (servers, clients, `redis-server` processes).
