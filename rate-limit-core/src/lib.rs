@@ -33,6 +33,7 @@ mod decision;
 mod error;
 mod key;
 mod limit;
+pub mod limiter;
 mod principal;
 pub mod store;
 
@@ -42,5 +43,6 @@ pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use key::Key;
 pub use limit::{AlgorithmKind, Limit, MAX_NAME_LEN, MAX_SPAN, MIN_WINDOW, validate_name};
+pub use limiter::{Answer, FailurePolicy, FailureReason, Limiter, LimiterBuilder};
 pub use principal::{MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, Principal, PrincipalKind};
 pub use store::{AnyStore, BoxStore, MemoryStore, Store, StoreError, StoreErrorKind};

@@ -102,7 +102,51 @@ impl PrincipalKind {
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Principal {
     kind: PrincipalKind,
-    text: Arc<str>,
+    text: Text,
+}
+
+/// The rendering, inline: building a principal allocates nothing.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Text {
+    len: u8,
+    buf: [u8; MAX_PRINCIPAL_LEN],
+}
+
+impl Text {
+    /// Renderings are ASCII by construction; `as_str` cannot fail.
+    fn new(s: &str) -> Self {
+        let mut buf = [0; MAX_PRINCIPAL_LEN];
+        let n = s.len().min(MAX_PRINCIPAL_LEN);
+        buf[..n].copy_from_slice(&s.as_bytes()[..n]);
+        Self {
+            len: u8::try_from(n).unwrap_or(u8::MAX),
+            buf,
+        }
+    }
+
+    /// `tag:value` when `value` may stay literal and the whole fits.
+    fn literal(tag: &str, value: &[u8]) -> Option<Self> {
+        let n = tag.len() + 1 + value.len();
+        let ok = !value.is_empty()
+            && value.len() <= MAX_LITERAL_LEN
+            && n <= MAX_PRINCIPAL_LEN
+            && value.iter().copied().all(is_name_byte);
+        if !ok {
+            return None;
+        }
+        let mut buf = [0; MAX_PRINCIPAL_LEN];
+        buf[..tag.len()].copy_from_slice(tag.as_bytes());
+        buf[tag.len()] = b':';
+        buf[tag.len() + 1..n].copy_from_slice(value);
+        Some(Self {
+            len: u8::try_from(n).ok()?,
+            buf,
+        })
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or("")
+    }
 }
 
 impl fmt::Debug for Principal {
@@ -156,11 +200,17 @@ impl Principal {
         }
         Self {
             kind,
-            text: text.into(),
+            text: Text::new(&text),
         }
     }
 
     fn one(kind: PrincipalKind, value: &[u8], always_hash: bool) -> Self {
+        // The common case, a short safe value under a built-in kind, never allocates.
+        if !always_hash && !matches!(kind, PrincipalKind::Custom(_)) {
+            if let Some(text) = Text::literal(kind.tag(), value) {
+                return Self { kind, text };
+            }
+        }
         let mut text = String::with_capacity(8 + value.len().min(MAX_LITERAL_LEN));
         kind.write_prefix(&mut text);
         push_part(&mut text, value, always_hash);
@@ -264,13 +314,13 @@ impl Principal {
     /// The canonical rendering `kind:value`, at most [`MAX_PRINCIPAL_LEN`] bytes of
     /// `A-Z a-z 0-9 . _ - : ~ *`.
     pub fn as_str(&self) -> &str {
-        &self.text
+        self.text.as_str()
     }
 
     /// The value part of the rendering (after `kind:`): usable as one part of a
     /// [`composite`](Self::composite) principal.
     pub fn value(&self) -> &str {
-        self.text.split_once(':').map_or("", |(_, v)| v)
+        self.as_str().split_once(':').map_or("", |(_, v)| v)
     }
 }
 

@@ -3,8 +3,7 @@
 //! With capacity `B` and emission interval `T` (µs per token), the bucket holds
 //! `(now + B·T − tat) / T` tokens. A cost `c` fits when `max(tat, now) + c·T ≤ now + B·T`.
 
-use super::{Charge, State, Step};
-use crate::decision::Decision;
+use super::{Charge, State, Step, verdict};
 
 pub(super) fn step(
     capacity: u64,
@@ -19,27 +18,13 @@ pub(super) fn step(
     let start = tat.max(now);
     let new_tat = start.saturating_add(cost.saturating_mul(interval));
     let fits = cost <= capacity && new_tat <= full_at;
-    let charged = match charge {
-        Charge::IfFits => fits && cost > 0,
-        Charge::Always => cost <= capacity && cost > 0,
-        Charge::Overdraw => cost > 0,
-    };
+    let charged = charge.applies(fits, cost, capacity);
     let after = if charged { new_tat } else { start };
     let remaining = full_at.saturating_sub(after) / interval;
     let reset = after - now;
-    let decision = if cost > capacity && charge != Charge::Overdraw {
-        Decision::never_fits(capacity, remaining, reset, span)
-    } else if fits {
-        Decision::allowed(capacity, remaining, reset, span)
-    } else {
-        Decision::denied(
-            capacity,
-            remaining,
-            reset,
-            new_tat.saturating_sub(full_at),
-            span,
-        )
-    };
+    let decision = verdict(charge, fits, cost, capacity, remaining, reset, span, || {
+        new_tat.saturating_sub(full_at)
+    });
     Step {
         decision,
         next: charged.then_some(State::Bucket { tat: after }),

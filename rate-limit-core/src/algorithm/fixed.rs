@@ -1,7 +1,6 @@
 //! Fixed window: one counter per epoch-aligned window, tied to its window number.
 
-use super::{Charge, State, Step};
-use crate::decision::Decision;
+use super::{Charge, State, Step, verdict};
 
 pub(super) fn step(
     quota: u64,
@@ -23,25 +22,23 @@ pub(super) fn step(
     let end = (window + 1).saturating_mul(w).saturating_sub(now);
     let reset = |used: u64| if used > 0 { end } else { 0 };
     let fits = cost <= quota && count.saturating_add(cost) <= quota;
-    let charged = match charge {
-        Charge::IfFits => fits && cost > 0,
-        Charge::Always => cost <= quota && cost > 0,
-        Charge::Overdraw => cost > 0,
-    };
+    let charged = charge.applies(fits, cost, quota);
     let after = if charged {
         count.saturating_add(cost)
     } else {
         count
     };
     let remaining = quota.saturating_sub(after);
-    let decision = if cost > quota && charge != Charge::Overdraw {
-        Decision::never_fits(quota, remaining, reset(after), w)
-    } else if fits {
-        Decision::allowed(quota, remaining, reset(after), w)
-    } else {
-        // A cost that fits an empty window fits when the next one starts.
-        Decision::denied(quota, remaining, end, end, w)
-    };
+    let decision = verdict(
+        charge,
+        fits,
+        cost,
+        quota,
+        remaining,
+        reset(after),
+        w,
+        || end,
+    );
     Step {
         decision,
         next: charged.then_some(State::Fixed {

@@ -7,8 +7,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Charge, State, Step};
-use crate::decision::Decision;
+use super::{Charge, State, Step, verdict};
 
 pub(super) fn step(
     quota: u64,
@@ -26,11 +25,7 @@ pub(super) fn step(
     let mut log: VecDeque<(u64, u64)> = live.collect();
     let used = log.iter().fold(0u64, |s, &(_, c)| s.saturating_add(c));
     let fits = cost <= quota && used.saturating_add(cost) <= quota;
-    let charged = match charge {
-        Charge::IfFits => fits && cost > 0,
-        Charge::Always => cost <= quota && cost > 0,
-        Charge::Overdraw => cost > 0,
-    };
+    let charged = charge.applies(fits, cost, quota);
     let retry = if fits || cost > quota {
         0
     } else {
@@ -57,13 +52,7 @@ pub(super) fn step(
     }
     let remaining = quota.saturating_sub(after);
     let reset = log.back().map_or(0, |&(t, _)| (t + w) - now);
-    let decision = if cost > quota && charge != Charge::Overdraw {
-        Decision::never_fits(quota, remaining, reset, w)
-    } else if fits {
-        Decision::allowed(quota, remaining, reset, w)
-    } else {
-        Decision::denied(quota, remaining, reset, retry, w)
-    };
+    let decision = verdict(charge, fits, cost, quota, remaining, reset, w, || retry);
     Step {
         decision,
         next: charged.then_some(State::Log(log)),

@@ -28,6 +28,40 @@ pub(crate) enum Charge {
     Overdraw,
 }
 
+impl Charge {
+    /// Whether a check of `cost` against `quota` writes, given whether it fits.
+    pub(crate) fn applies(self, fits: bool, cost: u64, quota: u64) -> bool {
+        cost > 0
+            && match self {
+                Self::IfFits => fits,
+                Self::Always => cost <= quota,
+                Self::Overdraw => true,
+            }
+    }
+}
+
+/// The outcome every algorithm reports the same way: never-fits (unless overdrawing),
+/// allowed, or denied with the algorithm's exact retry-after.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn verdict(
+    charge: Charge,
+    fits: bool,
+    cost: u64,
+    quota: u64,
+    remaining: u64,
+    reset: u64,
+    window: u64,
+    retry_after: impl FnOnce() -> u64,
+) -> Decision {
+    if cost > quota && charge != Charge::Overdraw {
+        Decision::never_fits(quota, remaining, reset, window)
+    } else if fits {
+        Decision::allowed(quota, remaining, reset, window)
+    } else {
+        Decision::denied(quota, remaining, reset, retry_after(), window)
+    }
+}
+
 /// The state one key holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum State {
@@ -133,6 +167,10 @@ pub(crate) fn step(params: Params, state: &State, now: u64, cost: u64, charge: C
 pub(crate) fn mul_div(a: u64, b: u64, c: u64) -> u64 {
     if c == 0 {
         return u64::MAX;
+    }
+    // Most products fit in 64 bits; 128-bit division is several times slower.
+    if let Some(p) = a.checked_mul(b) {
+        return p / c;
     }
     let v = u128::from(a) * u128::from(b) / u128::from(c);
     u64::try_from(v).unwrap_or(u64::MAX)

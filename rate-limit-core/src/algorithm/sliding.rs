@@ -4,8 +4,7 @@
 //! Kept scaled by `w` so every comparison is exact integer arithmetic:
 //! `used = prev × (w − e) + curr × w`, and a cost `c` fits when `used + c × w ≤ quota × w`.
 
-use super::{Charge, State, Step, mul_div};
-use crate::decision::Decision;
+use super::{Charge, State, Step, mul_div, verdict};
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn step(
@@ -31,17 +30,15 @@ pub(super) fn step(
     let used = |curr: u64| u128::from(prev) * u128::from(w - e) + u128::from(curr) * u128::from(w);
     let cap = u128::from(quota) * u128::from(w);
     let fits = cost <= quota && used(curr) + u128::from(cost) * u128::from(w) <= cap;
-    let charged = match charge {
-        Charge::IfFits => fits && cost > 0,
-        Charge::Always => cost <= quota && cost > 0,
-        Charge::Overdraw => cost > 0,
-    };
+    let charged = charge.applies(fits, cost, quota);
     let after = if charged {
         curr.saturating_add(cost)
     } else {
         curr
     };
-    let remaining = u64::try_from(cap.saturating_sub(used(after)) / u128::from(w)).unwrap_or(0);
+    // ⌊(quota·w − used)/w⌋ = quota − after − ⌈prev·(w − e)/w⌉, without a 128-bit division.
+    let weighted = mul_div(prev, w - e, w) + u64::from(mul_rem_nonzero(prev, w - e, w));
+    let remaining = quota.saturating_sub(after).saturating_sub(weighted);
     let reset = if after > 0 {
         (window + 2) * w - now
     } else if prev > 0 {
@@ -49,19 +46,9 @@ pub(super) fn step(
     } else {
         0
     };
-    let decision = if cost > quota && charge != Charge::Overdraw {
-        Decision::never_fits(quota, remaining, reset, w)
-    } else if fits {
-        Decision::allowed(quota, remaining, reset, w)
-    } else {
-        Decision::denied(
-            quota,
-            remaining,
-            reset,
-            retry_after(quota, w, curr, prev, e, cost),
-            w,
-        )
-    };
+    let decision = verdict(charge, fits, cost, quota, remaining, reset, w, || {
+        retry_after(quota, w, curr, prev, e, cost)
+    });
     Step {
         decision,
         next: charged.then_some(State::Sliding {
@@ -69,6 +56,14 @@ pub(super) fn step(
             curr: after,
             prev,
         }),
+    }
+}
+
+/// Whether `a·b mod c ≠ 0` (the rounding-up carry of a ceiling division).
+fn mul_rem_nonzero(a: u64, b: u64, c: u64) -> bool {
+    match a.checked_mul(b) {
+        Some(p) => p % c != 0,
+        None => u128::from(a) * u128::from(b) % u128::from(c) != 0,
     }
 }
 

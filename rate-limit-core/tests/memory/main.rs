@@ -1,5 +1,6 @@
 //! The in-memory store: exactness under real parallelism, chains, keys, the memory bound.
 
+mod accuracy;
 mod bound;
 mod chains;
 mod concurrency;

@@ -252,10 +252,20 @@ impl MemoryStore {
         let params = key.limit().params();
         let mut shard = lock(&self.inner.shards[self.shard_of(&digest)]);
         let now = self.inner.clock.now_micros();
-        let state = shard.get(&digest).unwrap_or_else(|| State::fresh(params));
+        self.sweep_if_due(&mut shard, now);
+        // One lookup: the index stays valid until this shard changes shape.
+        let found = shard.find(&digest);
+        let state = match found {
+            Some(i) => shard.get_at(i),
+            None => State::fresh(params),
+        };
         let step = algorithm::step(params, &state, now, cost, charge);
         if let Some(next) = step.next {
-            self.write(&mut shard, &digest, next, params, now);
+            let expires = self.expires_sec(next.expires_at(params));
+            match found {
+                Some(i) => shard.set_at(i, next, expires),
+                None => self.insert(&mut shard, &digest, next, expires, now),
+            }
         }
         step.decision
     }
@@ -275,6 +285,9 @@ impl MemoryStore {
             guards.iter().position(|(i, _)| *i == s).unwrap_or(0)
         };
         let now = self.inner.clock.now_micros();
+        for (_, g) in &mut guards {
+            self.sweep_if_due(g, now);
+        }
         let mut pending: Vec<Option<State>> = Vec::with_capacity(checks.len());
         let mut decisions = Vec::with_capacity(checks.len());
         for (i, check) in checks.iter().enumerate() {
@@ -315,17 +328,25 @@ impl MemoryStore {
         result
     }
 
-    fn write(&self, shard: &mut Shard, digest: &[u64; 2], next: State, params: Params, now: u64) {
+    fn sweep_if_due(&self, shard: &mut Shard, now: u64) {
         let now_sec = self.now_sec(now);
         if now_sec >= shard.next_sweep {
             shard.next_sweep = now_sec.saturating_add(self.inner.sweep_every);
             shard.sweep(now_sec);
         }
+    }
+
+    fn write(&self, shard: &mut Shard, digest: &[u64; 2], next: State, params: Params, now: u64) {
         let expires = self.expires_sec(next.expires_at(params));
+        self.insert(shard, digest, next, expires, now);
+    }
+
+    /// Writes a key's state, making room first if the key is new and its shard is full.
+    fn insert(&self, shard: &mut Shard, digest: &[u64; 2], next: State, expires: u32, now: u64) {
         let cap = self.inner.shard_cap;
         if let Err(next) = shard.put(digest, next, expires, cap) {
             let want = (cap / 16).max(1);
-            let evicted = shard.make_room(now_sec, want);
+            let evicted = shard.make_room(self.now_sec(now), want);
             self.inner
                 .evictions
                 .fetch_add(evicted as u64, Ordering::Relaxed);
@@ -334,7 +355,8 @@ impl MemoryStore {
         }
     }
 
-    fn charge_now(&self, check: &Check) -> Decision {
+    /// [`Store::charge`] without the future.
+    pub fn charge_now(&self, check: &Check) -> Decision {
         self.single(check.key(), check.cost(), Charge::Overdraw)
     }
 

@@ -55,7 +55,7 @@ impl Shard {
         self.entries.len()
     }
 
-    fn find(&self, key: &[u64; 2]) -> Option<usize> {
+    pub(super) fn find(&self, key: &[u64; 2]) -> Option<usize> {
         let entries = &self.entries;
         self.table
             .find(hash(key), |&i| entries[i as usize].key == *key)
@@ -65,9 +65,22 @@ impl Shard {
     /// The state stored for `key` (a copy), and marks the key as used.
     pub(super) fn get(&mut self, key: &[u64; 2]) -> Option<State> {
         let i = self.find(key)?;
+        Some(self.get_at(i))
+    }
+
+    /// The state at slab index `i` (from [`find`](Self::find)), marked as used.
+    pub(super) fn get_at(&mut self, i: usize) -> State {
         self.tick = self.tick.wrapping_add(1);
         self.entries[i].used = self.tick;
-        Some(self.decode(i))
+        self.decode(i)
+    }
+
+    /// Overwrites the state at slab index `i` (from [`find`](Self::find), with no
+    /// insertion or removal since).
+    pub(super) fn set_at(&mut self, i: usize, state: State, expires: u32) {
+        let (a, b) = self.encode(state, Some(self.entries[i].a));
+        let e = &mut self.entries[i];
+        (e.a, e.b, e.expires) = (a, b, expires);
     }
 
     fn decode(&self, i: usize) -> State {

@@ -1,0 +1,371 @@
+//! The limiter: a store behind a time budget, retries that cannot double-count, a
+//! cool-down, a failure policy per call, and an in-process fallback.
+//!
+//! Every consumer shares it: the Tower layer, the in-handler limiter, background jobs.
+//!
+//! - **Timeout** (default 500 ms): a store call not answered in time is a failure and is
+//!   not waited for.
+//! - **Retries** (R13): at most 2, 100 ms apart, inside the time budget, and only when the
+//!   command surely did not run ([`StoreErrorKind::is_retryable`](crate::StoreErrorKind::is_retryable)). A timeout or a broken
+//!   connection after the command was sent may have counted the request already; it goes
+//!   to the failure policy instead of being replayed.
+//! - **Cool-down** (default 1 s): after a failure the store is skipped and the policy
+//!   applies at once, so an outage does not cost every request the whole timeout.
+//! - **Policy** ([`FailurePolicy`]): closed (refuse), memory (count in this process), open.
+//! - **Logs**: `rate_limit.fallback` (warn) once per store and reason (`missing`, `failed`,
+//!   `timed_out`), again only after the store has recovered (`rate_limit.recovered`, info)
+//!   and failed anew. Fields: `store`, `reason`, `policy`, `error`. Never a key or any
+//!   client input.
+//!
+//! ```
+//! use rate_limit_core::{Answer, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal};
+//! use std::time::Duration;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let limiter = Limiter::new(MemoryStore::new());
+//! let limit = Limit::token_bucket("api-key", 10, 10, Duration::from_secs(1))?;
+//! let chain = Chain::new().check(&limit, Principal::api_key("sk_live_123"));
+//! let answer = limiter.check(&chain, FailurePolicy::Open).await;
+//! assert!(matches!(answer, Answer::Store(_)));
+//! assert!(answer.is_allowed());
+//! # Ok::<(), rate_limit_core::ConfigError>(())
+//! # }).unwrap();
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::chain::{Chain, Check};
+use crate::decision::Decision;
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::store::{AnyStore, MemoryStore, Store, StoreError};
+
+mod policy;
+
+pub use policy::{Answer, FailurePolicy, FailureReason};
+
+/// The default time budget of one store call, retries included.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+/// The default pause between retries.
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The default number of retries.
+pub const DEFAULT_RETRIES: u32 = 2;
+/// The default cool-down after a failure.
+pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(1);
+const FALLBACK_KEYS: usize = 100_000;
+
+/// A store with a time budget, retries, a cool-down and a fallback. Cheap to clone;
+/// clones share everything. See the [module docs](self).
+pub struct Limiter<S = AnyStore> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S> Clone for Limiter<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<S> {
+    store: S,
+    name: Cow<'static, str>,
+    timeout: Duration,
+    retries: u32,
+    retry_delay: Duration,
+    cooldown: Duration,
+    fallback: MemoryStore,
+    health: Health,
+}
+
+impl<S> fmt::Debug for Limiter<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("store", &self.inner.name)
+            .field("timeout", &self.inner.timeout)
+            .field("retries", &self.inner.retries)
+            .field("cooldown", &self.inner.cooldown)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The store's health: when the cool-down ends, and which reasons were logged.
+struct Health {
+    anchor: Instant,
+    /// 0 while healthy; otherwise the end of the cool-down, in µs since `anchor`, plus 1.
+    down_until: AtomicU64,
+    down_reason: AtomicU8,
+    logged: AtomicU8,
+}
+
+/// Builds a [`Limiter`].
+#[derive(Debug)]
+#[must_use]
+pub struct LimiterBuilder<S> {
+    store: S,
+    name: Cow<'static, str>,
+    timeout: Duration,
+    retries: u32,
+    retry_delay: Duration,
+    cooldown: Duration,
+    fallback: Option<MemoryStore>,
+}
+
+impl<S: Store> LimiterBuilder<S> {
+    /// The store's name in logs and metrics (default `store`), e.g. `redis`.
+    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The time budget of one call, retries included (default 500 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Retries for calls that surely did not run (default 2).
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// The pause between retries (default 100 ms).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// How long the store is skipped after a failure (default 1 s; zero disables it).
+    pub fn cooldown(mut self, cooldown: Duration) -> Self {
+        self.cooldown = cooldown;
+        self
+    }
+
+    /// The in-process store used by [`FailurePolicy::Memory`] (default: a memory store
+    /// capped at 100 000 keys).
+    pub fn fallback(mut self, fallback: MemoryStore) -> Self {
+        self.fallback = Some(fallback);
+        self
+    }
+
+    /// Builds the limiter; `store.invalid` for a zero timeout.
+    pub fn build(self) -> Result<Limiter<S>, ConfigError> {
+        if self.timeout.is_zero() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::StoreInvalid,
+                "timeout",
+                "the store timeout must be above zero",
+            ));
+        }
+        let fallback = match self.fallback {
+            Some(f) => f,
+            None => MemoryStore::builder().max_keys(FALLBACK_KEYS).build()?,
+        };
+        Ok(Limiter {
+            inner: Arc::new(Inner {
+                store: self.store,
+                name: self.name,
+                timeout: self.timeout,
+                retries: self.retries,
+                retry_delay: self.retry_delay,
+                cooldown: self.cooldown,
+                fallback,
+                health: Health {
+                    anchor: Instant::now(),
+                    down_until: AtomicU64::new(0),
+                    down_reason: AtomicU8::new(0),
+                    logged: AtomicU8::new(0),
+                },
+            }),
+        })
+    }
+}
+
+impl<S: Store> Limiter<S> {
+    /// A limiter with the default settings.
+    pub fn new(store: S) -> Self {
+        Self::builder(store)
+            .build()
+            .unwrap_or_else(|_| unreachable!("the default settings are valid"))
+    }
+
+    /// A builder.
+    pub fn builder(store: S) -> LimiterBuilder<S> {
+        LimiterBuilder {
+            store,
+            name: Cow::Borrowed("store"),
+            timeout: DEFAULT_TIMEOUT,
+            retries: DEFAULT_RETRIES,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            cooldown: DEFAULT_COOLDOWN,
+            fallback: None,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The in-process fallback store.
+    pub fn fallback(&self) -> &MemoryStore {
+        &self.inner.fallback
+    }
+
+    /// The store's name in logs.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The time budget of one call.
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// Checks a chain; when the store cannot answer, `policy` decides.
+    pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Answer {
+        let failure = match self.cooling_down() {
+            Some(reason) => reason,
+            None => match self.call(|| self.inner.store.check(chain)).await {
+                Ok(decision) => return Answer::Store(decision),
+                Err(reason) => reason,
+            },
+        };
+        match policy {
+            FailurePolicy::Closed => Answer::Closed {
+                reason: failure,
+                retry_after: self.closed_retry_after(),
+            },
+            FailurePolicy::Open => Answer::Open(failure),
+            FailurePolicy::Memory => Answer::Memory {
+                decision: self.inner.fallback.check_now(chain),
+                reason: failure,
+            },
+        }
+    }
+
+    /// Charges a cost known only after the work (see [`Store::charge`]). With
+    /// [`FailurePolicy::Memory`] a failed store's charge goes to the fallback; otherwise
+    /// the failure is returned (an open policy may ignore it).
+    pub async fn charge(
+        &self,
+        check: &Check,
+        policy: FailurePolicy,
+    ) -> Result<Decision, FailureReason> {
+        let failure = match self.cooling_down() {
+            Some(reason) => reason,
+            None => match self.call(|| self.inner.store.charge(check)).await {
+                Ok(d) => return Ok(d),
+                Err(reason) => reason,
+            },
+        };
+        match policy {
+            FailurePolicy::Memory => Ok(self.inner.fallback.charge_now(check)),
+            _ => Err(failure),
+        }
+    }
+
+    fn closed_retry_after(&self) -> Duration {
+        let secs =
+            self.inner.cooldown.as_secs() + u64::from(self.inner.cooldown.subsec_nanos() > 0);
+        Duration::from_secs(secs.max(1))
+    }
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.inner.health.anchor.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// The reason of the last failure while the cool-down lasts.
+    fn cooling_down(&self) -> Option<FailureReason> {
+        let h = &self.inner.health;
+        let until = h.down_until.load(Ordering::Acquire);
+        if until == 0 || self.now_us() + 1 >= until {
+            return None;
+        }
+        Some(FailureReason::from_bits(
+            h.down_reason.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// One store call inside the time budget, with the retries R13 allows.
+    async fn call<T, F, Fut>(&self, mut attempt: F) -> Result<T, FailureReason>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let inner = &self.inner;
+        let deadline = Instant::now() + inner.timeout;
+        let mut retries = 0;
+        loop {
+            match tokio::time::timeout_at(deadline, attempt()).await {
+                Ok(Ok(v)) => {
+                    self.recovered();
+                    return Ok(v);
+                }
+                Ok(Err(e)) => {
+                    let time_left = Instant::now() + inner.retry_delay < deadline;
+                    if e.kind().is_retryable() && retries < inner.retries && time_left {
+                        retries += 1;
+                        tokio::time::sleep(inner.retry_delay).await;
+                        continue;
+                    }
+                    let reason = FailureReason::of(e.kind());
+                    self.failed(reason, Some(&e));
+                    return Err(reason);
+                }
+                Err(_) => {
+                    self.failed(FailureReason::TimedOut, None);
+                    return Err(FailureReason::TimedOut);
+                }
+            }
+        }
+    }
+
+    fn failed(&self, reason: FailureReason, error: Option<&StoreError>) {
+        let h = &self.inner.health;
+        if !self.inner.cooldown.is_zero() {
+            let cool = u64::try_from(self.inner.cooldown.as_micros()).unwrap_or(u64::MAX);
+            h.down_reason.store(reason.bit(), Ordering::Relaxed);
+            h.down_until.store(
+                self.now_us().saturating_add(cool).saturating_add(1),
+                Ordering::Release,
+            );
+        }
+        let bit = reason.bit();
+        if h.logged.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+            let error = error
+                .map(|e| e.kind().as_str())
+                .unwrap_or("no answer in time");
+            tracing::warn!(
+                name: "rate_limit.fallback",
+                store = %self.inner.name,
+                reason = reason.as_str(),
+                error,
+                timeout_ms = u64::try_from(self.inner.timeout.as_millis()).unwrap_or(u64::MAX),
+                "rate-limit store unavailable; each rule's failure policy applies"
+            );
+        }
+    }
+
+    fn recovered(&self) {
+        let h = &self.inner.health;
+        if h.down_until.load(Ordering::Relaxed) != 0 {
+            h.down_until.store(0, Ordering::Release);
+        }
+        if h.logged.load(Ordering::Relaxed) != 0 && h.logged.swap(0, Ordering::AcqRel) != 0 {
+            tracing::info!(
+                name: "rate_limit.recovered",
+                store = %self.inner.name,
+                "rate-limit store answers again"
+            );
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The limiter: time budget, retries, cool-down, failure policies, once-per-reason logs.
+
+mod faulty;
+mod logs;
+mod policy;
