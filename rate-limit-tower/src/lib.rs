@@ -1,7 +1,70 @@
 //! Rate limiting for Tower services.
 //!
-//! The layer (`RateLimitLayer`), its key extractors, client-IP resolution and the
-//! `RateLimit-*` headers arrive with the next release; today this crate re-exports the
-//! core crate so that dependents can already name one path.
+//! [`RateLimitLayer`] applies an ordered chain of [`Rule`]s — each a limit, a key
+//! extractor naming *who* is counted, a cost, and a failure policy — to every request, in
+//! one store call. It answers honestly:
+//!
+//! - **Allowed**: the inner service runs; the response carries the `RateLimit-*` headers of
+//!   the limit closest to exhaustion and the IETF `RateLimit-Policy` / `RateLimit` fields.
+//! - **Refused**: `429` with `Retry-After` in whole seconds (never 0) and the same headers,
+//!   JSON `{"error": ...}` by default ([`Responder`] is pluggable); or `303` to a friendly
+//!   page for a browser ([`RateLimitLayer::redirect_browsers`]), a page the layer exempts.
+//! - **Store down**: each rule's [`FailurePolicy`](rate_limit_core::FailurePolicy)
+//!   decides — `503` with `Retry-After` (closed, the default), counting in process memory,
+//!   or letting the request through (open). When one chain mixes policies, the strictest
+//!   wins: closed, then memory, then open.
+//! - **No principal**: the extractor decides — `400`, `401` with `WWW-Authenticate`, or a
+//!   fallback extractor — never a shared empty key.
+//!
+//! The decision goes into the response's extensions as [`RateLimitInfo`]. With two layers
+//! (a global guard with `Router::layer` outside a route's rules) the outer one merges both
+//! views, so the headers describe the more restrictive limit whichever layer ran last.
+//!
+//! Exempt paths, CORS preflights, shadow mode and header styles: see
+//! [`RateLimitLayer`]. With tower-http's `CorsLayer` outside the limiter, pass
+//! [`EXPOSED_HEADERS`] to its `expose_headers`; without one, a request with `Origin` gets
+//! `Access-Control-Expose-Headers` and `Vary: Origin` from this layer.
+//!
+//! ```
+//! use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
+//! use rate_limit_tower::{RateLimitLayer, Rule};
+//! use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractorExt};
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), rate_limit_core::ConfigError> {
+//! let answers = RateLimitLayer::in_memory()
+//!     .rule(
+//!         Rule::new(
+//!             Limit::sliding_window("answers", 30, Duration::from_secs(60))?,
+//!             HeaderKey::new("x-participant-id".parse().unwrap(), PrincipalKind::Participant),
+//!         )
+//!         .on_store_error(FailurePolicy::Open),
+//!     )
+//!     .rule(
+//!         Rule::new(Limit::sliding_window("answers-ip", 600, Duration::from_secs(60))?, ClientIp::new())
+//!             .on_store_error(FailurePolicy::Open),
+//!     );
+//! # let _ = answers;
+//! # Ok(()) }
+//! ```
 
+mod body;
+pub mod extract;
+mod future;
+pub mod headers;
+mod layer;
+mod metrics;
+mod response;
+mod rule;
+mod service;
+
+pub use body::ResponseBody;
+pub use future::ResponseFuture;
+pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};
+pub use layer::RateLimitLayer;
+pub use response::{JsonResponder, Responder};
+pub use rule::Rule;
+pub use service::RateLimit;
+
+#[doc(no_inline)]
 pub use rate_limit_core as core;

@@ -1,0 +1,319 @@
+//! Key extractors: who a rule counts, named from the request.
+//!
+//! An extractor turns a request's head into a [`Principal`], or a [`Rejection`]. A missing
+//! or invalid principal is the extractor's decision — reject with a clear 4xx, or fall
+//! back to another extractor with [`KeyExtractorExt::or_else`] — and never a shared empty
+//! key.
+//!
+//! | extractor | principal | when absent |
+//! |---|---|---|
+//! | [`ClientIp`] | the client's IP (IPv6 by /64), through trusted proxies only | peer missing: 500 (a setup error) |
+//! | [`HeaderKey`] | a header's value | 400 (or 401 with a challenge) |
+//! | [`Bearer`] | `Authorization: Bearer <id>` as a user | 401 `WWW-Authenticate: Bearer` |
+//! | [`ExtensionKey`] | a request extension set by an auth layer | 401 |
+//! | [`Global`] | everybody | never |
+//! | [`key_fn`] | whatever a closure returns | the closure's rejection |
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use http::request::Parts;
+use http::{HeaderName, HeaderValue};
+use rate_limit_core::{Principal, PrincipalKind};
+
+mod ip;
+mod rejection;
+
+pub use ip::{ClientIp, ForwardedSource};
+pub use rejection::{Rejection, RejectionKind};
+
+/// The default cap on a header principal's length, in bytes.
+pub const DEFAULT_MAX_HEADER_LEN: usize = 128;
+
+/// Names a principal from a request's head.
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The principal, or why there is none.
+    fn extract(&self, parts: &Parts) -> Result<Principal, Rejection>;
+}
+
+impl<K: KeyExtractor + ?Sized> KeyExtractor for Arc<K> {
+    fn extract(&self, parts: &Parts) -> Result<Principal, Rejection> {
+        (**self).extract(parts)
+    }
+}
+
+/// Combinators for extractors.
+pub trait KeyExtractorExt: KeyExtractor + Sized {
+    /// Falls back to `other` when this extractor finds the principal missing or invalid
+    /// (never for a setup error).
+    fn or_else<O: KeyExtractor>(self, other: O) -> OrElse<Self, O> {
+        OrElse {
+            first: self,
+            second: other,
+        }
+    }
+}
+
+impl<K: KeyExtractor> KeyExtractorExt for K {}
+
+/// See [`KeyExtractorExt::or_else`].
+#[derive(Debug, Clone)]
+pub struct OrElse<A, B> {
+    first: A,
+    second: B,
+}
+
+impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for OrElse<A, B> {
+    fn extract(&self, parts: &Parts) -> Result<Principal, Rejection> {
+        match self.first.extract(parts) {
+            Err(r) if r.kind() != RejectionKind::Misconfigured => self.second.extract(parts),
+            other => other,
+        }
+    }
+}
+
+/// Everybody: one counter for all requests.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Global;
+
+impl KeyExtractor for Global {
+    fn extract(&self, _: &Parts) -> Result<Principal, Rejection> {
+        Ok(Principal::global())
+    }
+}
+
+/// Checks a header principal: non-empty, visible ASCII (`!` to `~`), at most `max` bytes.
+fn visible_ascii(value: &HeaderValue, max: usize, name: &str) -> Result<(), Rejection> {
+    let bytes = value.as_bytes();
+    if bytes.is_empty() {
+        return Err(Rejection::invalid(
+            "principal.empty",
+            format!("the {name} header is empty"),
+        ));
+    }
+    if bytes.len() > max {
+        return Err(Rejection::invalid(
+            "principal.too_long",
+            format!("the {name} header is longer than {max} bytes"),
+        ));
+    }
+    if !bytes.iter().all(|b| (0x21..=0x7e).contains(b)) {
+        return Err(Rejection::invalid(
+            "principal.invalid",
+            format!("the {name} header must be visible ASCII"),
+        ));
+    }
+    Ok(())
+}
+
+/// A header's value as the principal, e.g. `x-participant-id`.
+///
+/// The value must be visible ASCII and at most 128 bytes ([`max_len`](Self::max_len));
+/// anything else is a 400. A missing header is a 400, or a 401 with
+/// [`unauthorized`](Self::unauthorized).
+#[derive(Debug, Clone)]
+pub struct HeaderKey {
+    name: HeaderName,
+    kind: PrincipalKind,
+    max: usize,
+    personal: bool,
+    challenge: Option<HeaderValue>,
+}
+
+impl HeaderKey {
+    /// The header `name`, counted as a principal of `kind`.
+    pub fn new(name: HeaderName, kind: PrincipalKind) -> Self {
+        Self {
+            name,
+            kind,
+            max: DEFAULT_MAX_HEADER_LEN,
+            personal: false,
+            challenge: None,
+        }
+    }
+
+    /// The longest accepted value (default 128 bytes).
+    #[must_use]
+    pub fn max_len(mut self, max: usize) -> Self {
+        self.max = max;
+        self
+    }
+
+    /// Hash the value even when it is short and plain (personal data, secrets).
+    #[must_use]
+    pub fn personal(mut self) -> Self {
+        self.personal = true;
+        self
+    }
+
+    /// Answer a missing header with 401 and this `WWW-Authenticate` challenge.
+    #[must_use]
+    pub fn unauthorized(mut self, challenge: HeaderValue) -> Self {
+        self.challenge = Some(challenge);
+        self
+    }
+}
+
+impl KeyExtractor for HeaderKey {
+    fn extract(&self, parts: &Parts) -> Result<Principal, Rejection> {
+        let name = self.name.as_str();
+        let Some(value) = parts.headers.get(&self.name) else {
+            let r = Rejection::missing(
+                "principal.missing",
+                format!("the {name} header is required"),
+            );
+            return Err(match &self.challenge {
+                Some(c) => r.unauthorized(c.clone()),
+                None => r,
+            });
+        };
+        visible_ascii(value, self.max, name)?;
+        Ok(if self.personal {
+            Principal::personal(self.kind.clone(), value.as_bytes())
+        } else {
+            Principal::new(self.kind.clone(), value.as_bytes())
+        })
+    }
+}
+
+/// `Authorization: Bearer <user id>` as a [`User`](PrincipalKind::User) principal.
+///
+/// This names the caller; it does not authenticate anyone. Put it behind your auth layer,
+/// or use [`ExtensionKey`] with the identity that layer sets. A missing or malformed
+/// header is a 401 with `WWW-Authenticate: Bearer`.
+#[derive(Debug, Clone)]
+pub struct Bearer {
+    max: usize,
+}
+
+impl Default for Bearer {
+    fn default() -> Self {
+        Self {
+            max: DEFAULT_MAX_HEADER_LEN,
+        }
+    }
+}
+
+impl Bearer {
+    /// The extractor, with tokens of at most 128 bytes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl KeyExtractor for Bearer {
+    fn extract(&self, parts: &Parts) -> Result<Principal, Rejection> {
+        let challenge = HeaderValue::from_static("Bearer");
+        let Some(value) = parts.headers.get(http::header::AUTHORIZATION) else {
+            return Err(
+                Rejection::missing("principal.missing", "a bearer token is required")
+                    .unauthorized(challenge),
+            );
+        };
+        let bytes = value.as_bytes();
+        let token = bytes
+            .get(..7)
+            .filter(|p| p.eq_ignore_ascii_case(b"bearer "))
+            .map(|_| &bytes[7..]);
+        match token {
+            Some(t) if !t.is_empty() => {
+                let t = HeaderValue::from_bytes(t).map_err(|_| {
+                    Rejection::invalid("principal.invalid", "malformed bearer token")
+                        .unauthorized(challenge.clone())
+                })?;
+                visible_ascii(&t, self.max, "bearer token")
+                    .map_err(|r| r.unauthorized(challenge.clone()))?;
+                Ok(Principal::user(t.as_bytes()))
+            }
+            _ => Err(Rejection::invalid(
+                "principal.invalid",
+                "expected Authorization: Bearer <token>",
+            )
+            .unauthorized(challenge)),
+        }
+    }
+}
+
+/// A request extension (set by an auth layer) turned into a principal by a function.
+///
+/// A missing extension is a 401: nobody is signed in.
+pub struct ExtensionKey<T, F> {
+    to_principal: F,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T, F> fmt::Debug for ExtensionKey<T, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExtensionKey")
+            .field("type", &std::any::type_name::<T>())
+            .finish()
+    }
+}
+
+impl<T, F: Clone> Clone for ExtensionKey<T, F> {
+    fn clone(&self) -> Self {
+        Self {
+            to_principal: self.to_principal.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T, F> ExtensionKey<T, F>
+where
+    T: Send + Sync + 'static,
+    F: Fn(&T) -> Principal + Send + Sync + 'static,
+{
+    /// Reads a `T` from the request's extensions and names it with `to_principal`.
+    pub fn new(to_principal: F) -> Self {
+        Self {
+            to_principal,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T, F> KeyExtractor for ExtensionKey<T, F>
+where
+    T: Send + Sync + 'static,
+    F: Fn(&T) -> Principal + Send + Sync + 'static,
+{
+    fn extract(&self, parts: &Parts) -> Result<Principal, Rejection> {
+        parts
+            .extensions
+            .get::<T>()
+            .map(&self.to_principal)
+            .ok_or_else(|| {
+                Rejection::missing("principal.unauthenticated", "sign in to use this route")
+                    .unauthorized(HeaderValue::from_static("Bearer"))
+            })
+    }
+}
+
+/// An extractor from a closure.
+pub fn key_fn<F>(f: F) -> FnKey<F>
+where
+    F: Fn(&Parts) -> Result<Principal, Rejection> + Send + Sync + 'static,
+{
+    FnKey(f)
+}
+
+/// See [`key_fn`].
+#[derive(Clone)]
+pub struct FnKey<F>(F);
+
+impl<F> fmt::Debug for FnKey<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FnKey")
+    }
+}
+
+impl<F> KeyExtractor for FnKey<F>
+where
+    F: Fn(&Parts) -> Result<Principal, Rejection> + Send + Sync + 'static,
+{
+    fn extract(&self, parts: &Parts) -> Result<Principal, Rejection> {
+        (self.0)(parts)
+    }
+}

@@ -1,0 +1,175 @@
+//! The response future: wait for the store, then call the inner service or answer.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use rate_limit_core::{Answer, Chain};
+use tower_service::Service;
+
+use crate::body::ResponseBody;
+use crate::headers::RateLimitInfo;
+use crate::layer::Shared;
+use crate::metrics;
+use crate::service::{Ctx, Next};
+
+/// The store call of one request (boxed: its type cannot be named).
+pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Answer> + Send>>);
+
+impl CheckFuture {
+    pub(crate) fn new(shared: Arc<Shared>, chain: Chain) -> Self {
+        Self(Box::pin(async move {
+            let started = tokio::time::Instant::now();
+            let answer = shared.limiter.check(&chain, shared.policy).await;
+            metrics::latency(started.elapsed());
+            answer
+        }))
+    }
+}
+
+pin_project! {
+    /// The response future of [`RateLimit`](crate::RateLimit).
+    pub struct ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        kind: Kind<S, B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        Ready { response: Option<Response<Bytes>> },
+        Pass { #[pin] fut: S::Future },
+        Check {
+            check: CheckFuture,
+            inner: Option<S>,
+            req: Option<Request<B>>,
+            shared: Arc<Shared>,
+            ctx: Ctx,
+        },
+        Call {
+            #[pin] fut: S::Future,
+            info: Option<RateLimitInfo>,
+            shared: Arc<Shared>,
+            ctx: Ctx,
+        },
+    }
+}
+
+impl<S: Service<Request<B>>, B> fmt::Debug for ResponseFuture<S, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
+    pub(crate) fn ready(response: Response<Bytes>) -> Self {
+        Self {
+            kind: Kind::Ready {
+                response: Some(response),
+            },
+        }
+    }
+
+    pub(crate) fn pass(fut: S::Future) -> Self {
+        Self {
+            kind: Kind::Pass { fut },
+        }
+    }
+
+    pub(crate) fn check(
+        check: CheckFuture,
+        inner: S,
+        req: Request<B>,
+        shared: Arc<Shared>,
+        ctx: Ctx,
+    ) -> Self {
+        Self {
+            kind: Kind::Check {
+                check,
+                inner: Some(inner),
+                req: Some(req),
+                shared,
+                ctx,
+            },
+        }
+    }
+}
+
+fn own<R>(resp: Response<Bytes>) -> Response<ResponseBody<R>> {
+    resp.map(ResponseBody::own)
+}
+
+impl<S, B, R> Future for ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+{
+    type Output = Result<Response<ResponseBody<R>>, S::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let next = match self.as_mut().project().kind.project() {
+                KindProj::Ready { response } => {
+                    let resp = response.take().map(own);
+                    // Polled again after completion: answer an empty 500 rather than panic.
+                    return Poll::Ready(Ok(resp.unwrap_or_else(|| {
+                        let mut r = Response::new(ResponseBody::own(Bytes::new()));
+                        *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                        r
+                    })));
+                }
+                KindProj::Pass { fut } => {
+                    return Poll::Ready(ready!(fut.poll(cx)).map(|r| r.map(ResponseBody::inner)));
+                }
+                KindProj::Call {
+                    fut,
+                    info,
+                    shared,
+                    ctx,
+                } => {
+                    let mut resp = ready!(fut.poll(cx))?.map(ResponseBody::inner);
+                    shared.decorate(&mut resp, info.take(), *ctx);
+                    return Poll::Ready(Ok(resp));
+                }
+                KindProj::Check {
+                    check,
+                    inner,
+                    req,
+                    shared,
+                    ctx,
+                } => {
+                    let answer = ready!(check.0.as_mut().poll(cx));
+                    match shared.next(answer, *ctx) {
+                        Next::Respond(mut resp) => {
+                            shared.decorate(&mut resp, None, *ctx);
+                            Kind::Ready {
+                                response: Some(resp),
+                            }
+                        }
+                        Next::Proceed(info) => match (inner.take(), req.take()) {
+                            (Some(mut svc), Some(req)) => Kind::Call {
+                                fut: svc.call(req),
+                                info,
+                                shared: Arc::clone(shared),
+                                ctx: *ctx,
+                            },
+                            _ => Kind::Ready { response: None },
+                        },
+                    }
+                }
+            };
+            self.as_mut().project().kind.set(next);
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! Rate-limit response headers: the `RateLimit-Limit` trio, the IETF draft's
+//! `RateLimit-Policy` and `RateLimit` fields, `Retry-After`, and CORS exposure.
+//!
+//! # How each algorithm maps onto draft-ietf-httpapi-ratelimit-headers-11
+//!
+//! Each limit of a layer is one *quota policy*, named by the limit's name (an sf-string).
+//!
+//! | | `q` (quota) | `w` (window, s) | `r` (available) | `t` (effective window, s) |
+//! |---|---|---|---|---|
+//! | fixed window | quota | window | quota − count | to the window's end |
+//! | sliding window | quota | window | what fits now | until the estimate has drained |
+//! | sliding log | quota | window | quota − entries in the window | until the newest entry leaves |
+//! | token bucket | capacity | time to refill an empty bucket | tokens now | until the bucket is full |
+//!
+//! On a refusal, `r` is what is left (often 0) and `t` equals `Retry-After`, so
+//! `Retry-After` never points before the end of the effective window (draft §6). Seconds are
+//! rounded up. The single-valued trio (`RateLimit-Limit`, `-Remaining`, `-Reset`) describes
+//! the limit with the fewest units remaining (ties: the later reset); on a refusal, the
+//! limit that refused. No rate-limit header is sent when a store failure let the request
+//! through unchecked: there is nothing true to say.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{ACCESS_CONTROL_EXPOSE_HEADERS, RETRY_AFTER, VARY};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use rate_limit_core::{ChainDecision, Decision, Outcome};
+use sfv::{Integer, KeyRef, ListSerializer, StringRef};
+
+/// `RateLimit-Limit`: the headline limit's quota.
+pub const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+/// `RateLimit-Remaining`: what the headline limit has left.
+pub const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+/// `RateLimit-Reset`: seconds until the headline limit is whole again.
+pub const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
+/// `RateLimit-Policy`: every limit's quota and window (IETF draft).
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`: every limit's current service limit (IETF draft).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// Every header this crate may send, for `Access-Control-Expose-Headers`.
+///
+/// With tower-http's `CorsLayer` outside the limiter (it replaces that header), pass these
+/// to `CorsLayer::expose_headers`:
+///
+/// ```
+/// let exposed = rate_limit_tower::EXPOSED_HEADERS;
+/// assert!(exposed.iter().any(|h| h == "retry-after"));
+/// ```
+pub const EXPOSED_HEADERS: [HeaderName; 6] = [
+    RETRY_AFTER,
+    RATELIMIT_LIMIT,
+    RATELIMIT_REMAINING,
+    RATELIMIT_RESET,
+    RATELIMIT_POLICY,
+    RATELIMIT,
+];
+
+/// Which header styles a layer sends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HeaderStyle {
+    /// `RateLimit-Policy` and `RateLimit` only (the current IETF draft).
+    Ietf,
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` only (widely deployed).
+    Trio,
+    /// Both (the default).
+    #[default]
+    Both,
+    /// No rate-limit headers (`Retry-After` is still sent on refusals).
+    None,
+}
+
+/// Whole seconds, rounded up.
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// One limit's state as the headers describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitStatus {
+    name: Arc<str>,
+    outcome: Outcome,
+    quota: u64,
+    window: u64,
+    remaining: u64,
+    reset: u64,
+    retry_after: Option<u64>,
+}
+
+impl LimitStatus {
+    pub(crate) fn new(name: Arc<str>, d: &Decision) -> Self {
+        let retry_after = d.retry_after().map(|r| ceil_secs(r).max(1));
+        Self {
+            name,
+            outcome: d.outcome(),
+            quota: d.limit(),
+            window: ceil_secs(d.window()).max(1),
+            remaining: d.remaining(),
+            reset: retry_after.unwrap_or_else(|| ceil_secs(d.reset_after())),
+            retry_after,
+        }
+    }
+
+    /// The limit's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What happened.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The quota (or capacity).
+    pub fn quota(&self) -> u64 {
+        self.quota
+    }
+
+    /// The window in whole seconds.
+    pub fn window_secs(&self) -> u64 {
+        self.window
+    }
+
+    /// Units left.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Seconds until the limit is whole again (`t`); on a refusal, the retry-after.
+    pub fn reset_secs(&self) -> u64 {
+        self.reset
+    }
+
+    /// Whole seconds to wait, for a refusal (at least 1).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after
+    }
+
+    fn tighter_than(&self, other: &Self) -> bool {
+        (self.remaining, std::cmp::Reverse(self.reset))
+            < (other.remaining, std::cmp::Reverse(other.reset))
+    }
+}
+
+/// What the rate limiter decided for a request; put in the response's extensions.
+///
+/// When two layers apply (a global guard outside a route's rules), the outer one merges
+/// its view with the inner one's, so the response describes the more restrictive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitInfo {
+    allowed: bool,
+    shadowed: bool,
+    headline: usize,
+    limits: Vec<LimitStatus>,
+}
+
+impl RateLimitInfo {
+    pub(crate) fn from_chain(names: &[Arc<str>], d: &ChainDecision) -> Option<Self> {
+        let limits: Vec<LimitStatus> = d
+            .decisions()
+            .iter()
+            .zip(names)
+            .map(|(d, n)| LimitStatus::new(Arc::clone(n), d))
+            .collect();
+        let headline = d.headline_index()?;
+        Some(Self {
+            allowed: d.is_allowed(),
+            shadowed: false,
+            headline,
+            limits,
+        })
+    }
+
+    pub(crate) fn shadow(mut self) -> Self {
+        self.shadowed = !self.allowed;
+        self.allowed = true;
+        self
+    }
+
+    /// Whether the request was allowed (shadow mode: always).
+    pub fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// In shadow mode, whether the request would have been refused.
+    pub fn would_have_been_limited(&self) -> bool {
+        self.shadowed
+    }
+
+    /// The limit the single-valued headers describe.
+    pub fn headline(&self) -> &LimitStatus {
+        &self.limits[self.headline]
+    }
+
+    /// Every limit evaluated, in order.
+    pub fn limits(&self) -> &[LimitStatus] {
+        &self.limits
+    }
+
+    /// The refusing limit, if any.
+    pub fn denied_by(&self) -> Option<&LimitStatus> {
+        self.limits.iter().find(|l| l.outcome != Outcome::Allowed)
+    }
+
+    /// Merges the view of another layer (`inner`) into this one.
+    pub(crate) fn merge(mut self, inner: RateLimitInfo) -> Self {
+        let offset = self.limits.len();
+        let (mine, theirs) = (self.headline().clone(), inner.headline().clone());
+        let denied_here = !self.allowed && !self.shadowed;
+        let denied_there = !inner.allowed && !inner.shadowed;
+        let take_theirs = match (denied_here, denied_there) {
+            (false, true) => true,
+            (true, _) => false,
+            (false, false) => theirs.tighter_than(&mine),
+        };
+        if take_theirs {
+            self.headline = offset + inner.headline;
+        }
+        self.allowed &= inner.allowed;
+        self.shadowed |= inner.shadowed;
+        self.limits.extend(inner.limits);
+        self
+    }
+
+    /// Writes the headers of `style` (replacing any already there).
+    pub(crate) fn write(&self, style: HeaderStyle, headers: &mut HeaderMap) {
+        for name in [
+            &RATELIMIT_LIMIT,
+            &RATELIMIT_REMAINING,
+            &RATELIMIT_RESET,
+            &RATELIMIT_POLICY,
+            &RATELIMIT,
+        ] {
+            headers.remove(name);
+        }
+        if matches!(style, HeaderStyle::Trio | HeaderStyle::Both) {
+            let h = self.headline();
+            headers.insert(RATELIMIT_LIMIT, HeaderValue::from(h.quota));
+            headers.insert(RATELIMIT_REMAINING, HeaderValue::from(h.remaining));
+            headers.insert(RATELIMIT_RESET, HeaderValue::from(h.reset));
+        }
+        if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) {
+            if let Some(v) = policy_field(&self.limits) {
+                headers.insert(RATELIMIT_POLICY, v);
+            }
+            if let Some(v) = ratelimit_field(&self.limits) {
+                headers.insert(RATELIMIT, v);
+            }
+        }
+    }
+}
+
+fn int(v: u64) -> Integer {
+    Integer::try_from(v).unwrap_or(Integer::MAX)
+}
+
+/// `RateLimit-Policy: "name";q=100;w=60, ...`
+pub(crate) fn policy_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
+    let mut list = ListSerializer::new();
+    for l in limits {
+        // Limit names are validated as sf-string-safe when the limit is built.
+        let Ok(name) = StringRef::from_str(&l.name) else {
+            continue;
+        };
+        list.bare_item(name)
+            .parameter(KeyRef::constant("q"), int(l.quota))
+            .parameter(KeyRef::constant("w"), int(l.window));
+    }
+    list.finish().and_then(|s| HeaderValue::try_from(s).ok())
+}
+
+/// `RateLimit: "name";r=50;t=30, ...`
+pub(crate) fn ratelimit_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
+    let mut list = ListSerializer::new();
+    for l in limits {
+        let Ok(name) = StringRef::from_str(&l.name) else {
+            continue;
+        };
+        list.bare_item(name)
+            .parameter(KeyRef::constant("r"), int(l.remaining))
+            .parameter(KeyRef::constant("t"), int(l.reset));
+    }
+    list.finish().and_then(|s| HeaderValue::try_from(s).ok())
+}
+
+/// `Retry-After` in whole seconds, rounded up, at least 1.
+pub(crate) fn retry_after(secs: u64) -> HeaderValue {
+    HeaderValue::from(secs.max(1))
+}
+
+/// For a request with `Origin` and no CORS layer: lists our headers in
+/// `Access-Control-Expose-Headers` (adding to any list already there) and adds
+/// `Vary: Origin`.
+pub(crate) fn expose(headers: &mut HeaderMap) {
+    let existing: Vec<String> = headers
+        .get_all(ACCESS_CONTROL_EXPOSE_HEADERS)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if existing.iter().any(|s| s == "*") {
+        return;
+    }
+    let mut names = existing.clone();
+    for h in &EXPOSED_HEADERS {
+        if !names.iter().any(|n| n == h.as_str()) {
+            names.push(h.as_str().to_owned());
+        }
+    }
+    if names.len() != existing.len() {
+        if let Ok(v) = HeaderValue::try_from(names.join(", ")) {
+            headers.insert(ACCESS_CONTROL_EXPOSE_HEADERS, v);
+        }
+    }
+    let varies = headers
+        .get_all(VARY)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|s| s.trim().eq_ignore_ascii_case("origin") || s.trim() == "*");
+    if !varies {
+        headers.append(VARY, HeaderValue::from_static("origin"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rate_limit_core::Decision;
+
+    fn status(name: &str, remaining: u64, reset_us: u64, denied: bool) -> LimitStatus {
+        let d = if denied {
+            Decision::from_parts(
+                Outcome::Denied,
+                10,
+                remaining,
+                reset_us,
+                reset_us,
+                60_000_000,
+            )
+        } else {
+            Decision::from_parts(Outcome::Allowed, 10, remaining, reset_us, 0, 60_000_000)
+        };
+        LimitStatus::new(name.into(), &d)
+    }
+
+    #[test]
+    fn ietf_fields_render_as_structured_lists() {
+        let limits = vec![
+            status("burst", 4, 1_500_000, false),
+            status("daily", 99, 86_000_000_000, false),
+        ];
+        assert_eq!(
+            policy_field(&limits).unwrap(),
+            "\"burst\";q=10;w=60, \"daily\";q=10;w=60"
+        );
+        assert_eq!(
+            ratelimit_field(&limits).unwrap(),
+            "\"burst\";r=4;t=2, \"daily\";r=99;t=86000"
+        );
+        assert_eq!(policy_field(&[]), None);
+    }
+
+    #[test]
+    fn trio_describes_the_tightest_limit_and_a_denial_its_denier() {
+        let allowed = RateLimitInfo {
+            allowed: true,
+            shadowed: false,
+            headline: 1,
+            limits: vec![
+                status("a", 5, 1_000_000, false),
+                status("b", 3, 2_000_000, false),
+            ],
+        };
+        let mut h = HeaderMap::new();
+        allowed.write(HeaderStyle::Both, &mut h);
+        assert_eq!(h[RATELIMIT_REMAINING], "3");
+        assert_eq!(h[RATELIMIT_RESET], "2");
+        // An outer layer with a looser limit keeps the inner, tighter one.
+        let outer = RateLimitInfo {
+            allowed: true,
+            shadowed: false,
+            headline: 0,
+            limits: vec![status("global", 900, 60_000_000, false)],
+        };
+        let merged = outer.merge(allowed.clone());
+        assert_eq!(merged.headline().name(), "b");
+        assert_eq!(merged.limits().len(), 3);
+        // A denial anywhere is the headline.
+        let denied = RateLimitInfo {
+            allowed: false,
+            shadowed: false,
+            headline: 0,
+            limits: vec![status("route", 7, 4_200_000, true)],
+        };
+        let outer = RateLimitInfo {
+            allowed: true,
+            shadowed: false,
+            headline: 0,
+            limits: vec![status("global", 0, 1_000_000, false)],
+        };
+        let merged = outer.merge(denied);
+        assert_eq!(merged.headline().name(), "route");
+        assert!(!merged.is_allowed());
+        let mut h = HeaderMap::new();
+        merged.write(HeaderStyle::Trio, &mut h);
+        assert_eq!(h[RATELIMIT_RESET], "5");
+        assert!(h.get(RATELIMIT).is_none());
+    }
+
+    #[test]
+    fn exposure_adds_names_once_and_varies_on_origin() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("x-request-id, RateLimit"),
+        );
+        expose(&mut h);
+        let v = h[ACCESS_CONTROL_EXPOSE_HEADERS]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(v.starts_with("x-request-id, ratelimit, retry-after"), "{v}");
+        assert_eq!(v.matches("ratelimit-policy").count(), 1);
+        expose(&mut h);
+        assert_eq!(h.get_all(VARY).iter().count(), 1);
+    }
+
+    #[test]
+    fn seconds_round_up_and_retry_after_is_never_zero() {
+        assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_secs(2)), 2);
+        assert_eq!(retry_after(0), "1");
+    }
+}

@@ -1,0 +1,182 @@
+//! `RateLimitLayer`: the configuration, and `impl Layer`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::HeaderValue;
+use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Limiter, MemoryStore};
+use tower_layer::Layer;
+
+use crate::headers::HeaderStyle;
+use crate::response::{JsonResponder, Responder};
+use crate::rule::Rule;
+use crate::service::RateLimit;
+
+/// Applies an ordered chain of [`Rule`]s to every request, in one store call.
+///
+/// Cheap to clone; every clone, and every service it makes, shares the same counters.
+///
+/// ```
+/// use rate_limit_core::{FailurePolicy, Limit};
+/// use rate_limit_tower::{RateLimitLayer, Rule};
+/// use rate_limit_tower::extract::ClientIp;
+/// use std::time::Duration;
+///
+/// let guard = RateLimitLayer::in_memory()
+///     .rule(
+///         Rule::new(Limit::sliding_window("global", 1_200, Duration::from_secs(60))?, ClientIp::new())
+///             .on_store_error(FailurePolicy::Memory),
+///     )
+///     .exempt("/healthz")
+///     .redirect_browsers("/too-many-requests");
+/// # let _ = guard;
+/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct RateLimitLayer {
+    pub(crate) shared: Arc<Shared>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) limiter: Limiter<AnyStore>,
+    pub(crate) rules: Vec<Rule>,
+    pub(crate) names: Vec<Arc<str>>,
+    pub(crate) policy: FailurePolicy,
+    pub(crate) mode: ChainMode,
+    pub(crate) exact: Vec<String>,
+    pub(crate) prefixes: Vec<String>,
+    pub(crate) redirect: Option<HeaderValue>,
+    pub(crate) style: HeaderStyle,
+    pub(crate) shadow: bool,
+    pub(crate) limit_preflights: bool,
+    pub(crate) responder: Arc<dyn Responder>,
+}
+
+impl fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.shared;
+        f.debug_struct("RateLimitLayer")
+            .field("limiter", &s.limiter)
+            .field("rules", &s.rules)
+            .field("mode", &s.mode)
+            .field("exempt", &s.exact)
+            .field("exempt_prefixes", &s.prefixes)
+            .field("redirect", &s.redirect)
+            .field("style", &s.style)
+            .field("shadow", &s.shadow)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimitLayer {
+    /// A layer over `limiter`'s store, with no rules yet.
+    pub fn new(limiter: Limiter<AnyStore>) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                limiter,
+                rules: Vec::new(),
+                names: Vec::new(),
+                policy: FailurePolicy::Open,
+                mode: ChainMode::InOrder,
+                exact: Vec::new(),
+                prefixes: Vec::new(),
+                redirect: None,
+                style: HeaderStyle::Both,
+                shadow: false,
+                limit_preflights: false,
+                responder: Arc::new(JsonResponder),
+            }),
+        }
+    }
+
+    /// A layer counting in process memory (a fresh [`MemoryStore`]).
+    pub fn in_memory() -> Self {
+        Self::new(Limiter::new(AnyStore::Memory(MemoryStore::new())))
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Shared)) -> Self {
+        f(Arc::make_mut(&mut self.shared));
+        self
+    }
+
+    /// Appends a rule. Rules are checked in the order added, as one chain.
+    pub fn rule(self, rule: Rule) -> Self {
+        self.edit(|s| {
+            s.names.push(Arc::clone(&rule.name));
+            s.policy = if s.rules.is_empty() {
+                rule.policy
+            } else {
+                s.policy.strictest(rule.policy)
+            };
+            s.rules.push(rule);
+        })
+    }
+
+    /// How the chain charges (default [`ChainMode::InOrder`]).
+    pub fn chain_mode(self, mode: ChainMode) -> Self {
+        self.edit(|s| s.mode = mode)
+    }
+
+    /// A path that passes untouched (exact match), e.g. `/healthz`.
+    pub fn exempt(self, path: impl Into<String>) -> Self {
+        self.edit(|s| s.exact.push(path.into()))
+    }
+
+    /// Paths under `prefix` pass untouched, e.g. `/static/`.
+    pub fn exempt_prefix(self, prefix: impl Into<String>) -> Self {
+        self.edit(|s| s.prefixes.push(prefix.into()))
+    }
+
+    /// Sends a refused request whose `Accept` includes `text/html` to this page with 303.
+    /// The page is exempt from this layer, so a refused browser can never loop.
+    ///
+    /// # Panics
+    ///
+    /// If `path` is not a valid header value (it is a path you write in code).
+    pub fn redirect_browsers(self, path: &str) -> Self {
+        let location = HeaderValue::from_str(path)
+            .unwrap_or_else(|_| panic!("redirect_browsers: {path:?} is not a valid Location"));
+        let path = path.split(['?', '#']).next().unwrap_or(path).to_owned();
+        self.edit(|s| {
+            s.redirect = Some(location);
+            s.exact.push(path);
+        })
+    }
+
+    /// Which rate-limit headers to send (default [`HeaderStyle::Both`]).
+    pub fn headers(self, style: HeaderStyle) -> Self {
+        self.edit(|s| s.style = style)
+    }
+
+    /// Shadow mode: count and log what would be refused, let it through, still send the
+    /// headers. For trying a limit in production before enforcing it.
+    pub fn shadow(self, on: bool) -> Self {
+        self.edit(|s| s.shadow = on)
+    }
+
+    /// Whether CORS preflights (`OPTIONS` with `Access-Control-Request-Method`) are limited
+    /// too (default: they pass untouched).
+    pub fn limit_preflights(self, on: bool) -> Self {
+        self.edit(|s| s.limit_preflights = on)
+    }
+
+    /// Replaces the 429 body writer.
+    pub fn with_responder(self, responder: impl Responder) -> Self {
+        self.edit(|s| s.responder = Arc::new(responder))
+    }
+
+    /// The limiter (store, timeout, fallback) this layer counts with.
+    pub fn limiter(&self) -> &Limiter<AnyStore> {
+        &self.shared.limiter
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit::new(inner, Arc::clone(&self.shared))
+    }
+}
