@@ -36,6 +36,8 @@ mod limit;
 pub mod limiter;
 mod principal;
 pub mod store;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 
 pub use chain::{Chain, ChainMode, Check};
 pub use clock::{Clock, FakeClock, SystemClock, TokioClock};

@@ -369,3 +369,6 @@ impl<S: Store> Limiter<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

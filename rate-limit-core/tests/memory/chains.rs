@@ -55,6 +55,9 @@ async fn denial_by_the_second_limit_leaves_the_first_untouched() {
             let d = store.check(&chain).await.unwrap();
             assert_eq!(d.denied_by().map(|(i, _)| i), Some(1));
             assert!(d.decisions()[0].is_allowed());
+            // Regression: the first limit reports what it really has left (nothing was
+            // charged), not what a charge would have left.
+            assert_eq!(d.decisions()[0].remaining(), 8, "{}", first.name());
         }
         assert_eq!(remaining(&store, first, &p).await, 8, "{}", first.name());
         assert_eq!(remaining(&store, second, &p).await, 0);

@@ -1,24 +1,4 @@
-//! The client's IP address, as a proxy chain you trust reports it.
-//!
-//! - No trusted proxies (the default): the TCP peer, and forwarding headers are ignored —
-//!   any client can write them.
-//! - The peer is a trusted proxy: ONE source, chosen by the operator:
-//!   - [`ForwardedSource::XForwardedFor`] (default): every `X-Forwarded-For` line joined in
-//!     order, walked from the right; the first entry that is not itself a trusted proxy is
-//!     the client. If every hop is trusted, the leftmost. Ports and brackets are stripped.
-//!   - [`ForwardedSource::Forwarded`]: the `for=` parameters of RFC 7239 `Forwarded`, the
-//!     same way.
-//!   - [`ForwardedSource::Header`]: a header a platform sets and strips from inbound
-//!     requests (`X-Real-IP`, `CF-Connecting-IP`). Only for such platforms: anywhere else a
-//!     client forges it.
-//! - Garbage where the client should be (an unparsable entry, `unknown`, an obfuscated
-//!   identifier) stops the walk; the peer is used, and that is logged once.
-//! - IPv4-mapped IPv6 counts as IPv4. IPv6 is grouped by prefix, /64 by default.
-//!
-//! The peer comes from a `SocketAddr` (or `IpAddr`) request extension, or from a
-//! [`peer_source`](ClientIp::peer_source) of your own (the axum crate reads
-//! `ConnectInfo`). A route that needs the IP but has no peer is a setup error: 500,
-//! logged once.
+//! Client-IP resolution; see [`ClientIp`].
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -47,7 +27,27 @@ pub enum ForwardedSource {
 
 type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
 
-/// Resolves the client IP and names it as a principal. See the [module docs](self).
+/// The client's IP address, as a proxy chain you trust reports it.
+///
+///  - No trusted proxies (the default): the TCP peer, and forwarding headers are ignored —
+///    any client can write them.
+///  - The peer is a trusted proxy: ONE source, chosen by the operator:
+///    - [`ForwardedSource::XForwardedFor`] (default): every `X-Forwarded-For` line joined in
+///      order, walked from the right; the first entry that is not itself a trusted proxy is
+///      the client. If every hop is trusted, the leftmost. Ports and brackets are stripped.
+///    - [`ForwardedSource::Forwarded`]: the `for=` parameters of RFC 7239 `Forwarded`, the
+///      same way.
+///    - [`ForwardedSource::Header`]: a header a platform sets and strips from inbound
+///      requests (`X-Real-IP`, `CF-Connecting-IP`). Only for such platforms: anywhere else a
+///      client forges it.
+///  - Garbage where the client should be (an unparsable entry, `unknown`, an obfuscated
+///    identifier) stops the walk; the peer is used, and that is logged once.
+///  - IPv4-mapped IPv6 counts as IPv4. IPv6 is grouped by prefix, /64 by default.
+///
+///  The peer comes from a `SocketAddr` (or `IpAddr`) request extension, or from a
+///  [`peer_source`](ClientIp::peer_source) of your own (the axum crate reads
+///  `ConnectInfo`). A route that needs the IP but has no peer is a setup error: 500,
+///  logged once.
 ///
 /// ```
 /// use rate_limit_tower::extract::{ClientIp, ForwardedSource};

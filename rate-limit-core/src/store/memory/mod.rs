@@ -289,29 +289,33 @@ impl MemoryStore {
             self.sweep_if_due(g, now);
         }
         let mut pending: Vec<Option<State>> = Vec::with_capacity(checks.len());
+        let mut stored: Vec<State> = Vec::with_capacity(checks.len());
         let mut decisions = Vec::with_capacity(checks.len());
         for (i, check) in checks.iter().enumerate() {
             let params = check.key().limit().params();
+            let g = guard(&mut guards, owners[i]);
+            let in_store = guards[g]
+                .1
+                .get(&digests[i])
+                .unwrap_or_else(|| State::fresh(params));
             // A key that appears twice sees the first check's tentative state.
             let earlier = (0..i)
                 .rev()
                 .find(|&j| digests[j] == digests[i])
                 .and_then(|j| pending[j].clone());
-            let state = match earlier {
-                Some(s) => s,
-                None => {
-                    let g = guard(&mut guards, owners[i]);
-                    guards[g]
-                        .1
-                        .get(&digests[i])
-                        .unwrap_or_else(|| State::fresh(params))
-                }
-            };
+            let state = earlier.unwrap_or_else(|| in_store.clone());
             let step = algorithm::step(params, &state, now, check.cost(), charge);
             let allowed = step.decision.is_allowed();
             decisions.push(step.decision);
             pending.push(step.next);
+            stored.push(in_store);
             if !allowed && mode == ChainMode::InOrder {
+                // Nothing is charged: the limits before the refusal report their state as
+                // it stays, not as it would have been.
+                for (j, d) in decisions.iter_mut().enumerate().take(i) {
+                    let params = checks[j].key().limit().params();
+                    *d = algorithm::step(params, &stored[j], now, 0, Charge::IfFits).decision;
+                }
                 return ChainDecision::new(decisions);
             }
         }

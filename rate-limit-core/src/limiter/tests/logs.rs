@@ -1,14 +1,14 @@
 //! `rate_limit.fallback` once per store and reason; again after recovery; never a key.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use rate_limit_core::{Chain, FailurePolicy, Limit, Limiter, Principal, StoreErrorKind};
+use crate::{Chain, FailurePolicy, Limit, Limiter, Principal, StoreErrorKind};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
-use crate::faulty::{Faulty, Mode};
+use crate::testing::{FaultyStore as Faulty, Mode};
 
 #[derive(Clone, Default)]
 struct Capture(Arc<Mutex<Vec<(String, String)>>>);
@@ -43,16 +43,28 @@ impl Capture {
     }
 }
 
+/// One process-wide subscriber: a thread-local one misses events when parallel tests
+/// share callsites (tracing caches callsite interest). Tests filter by store name.
+fn capture() -> Capture {
+    static CAPTURE: OnceLock<Capture> = OnceLock::new();
+    CAPTURE
+        .get_or_init(|| {
+            let c = Capture::default();
+            let subscriber = tracing_subscriber::registry().with(c.clone());
+            tracing::subscriber::set_global_default(subscriber).expect("first subscriber");
+            c
+        })
+        .clone()
+}
+
 #[tokio::test(start_paused = true)]
 async fn each_store_and_reason_is_logged_once_and_again_after_recovery() {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let capture = capture();
 
     let secret = "secret-principal-4711";
     let limit = Limit::sliding_window("logged-limit", 5, Duration::from_secs(60)).unwrap();
     let chain = Chain::new().check(&limit, Principal::participant(secret));
-    let stores: Vec<(Faulty, Limiter<Faulty>)> = ["alpha", "beta"]
+    let stores: Vec<(Faulty, Limiter<Faulty>)> = ["logs-alpha", "logs-beta"]
         .into_iter()
         .map(|name| {
             let s = Faulty::new();
@@ -77,13 +89,13 @@ async fn each_store_and_reason_is_logged_once_and_again_after_recovery() {
             }
         }
     }
-    for name in ["alpha", "beta"] {
+    for name in ["logs-alpha", "logs-beta"] {
         for (_, reason) in reasons {
             let needle = format!("store={name} reason=\"{reason}\"");
             assert_eq!(capture.count("rate_limit.fallback", &needle), 1, "{needle}");
         }
     }
-    assert_eq!(capture.count("rate_limit.fallback", ""), 6);
+    assert_eq!(capture.count("rate_limit.fallback", "store=logs-"), 6);
 
     // Recovery is logged once; a new failure is logged again.
     let (store, limiter) = &stores[0];
@@ -91,16 +103,16 @@ async fn each_store_and_reason_is_logged_once_and_again_after_recovery() {
     for _ in 0..3 {
         limiter.check(&chain, FailurePolicy::Memory).await;
     }
-    assert_eq!(capture.count("rate_limit.recovered", "store=alpha"), 1);
+    assert_eq!(capture.count("rate_limit.recovered", "store=logs-alpha"), 1);
     store.set(Mode::Fails(StoreErrorKind::Indeterminate));
     for _ in 0..3 {
         limiter.check(&chain, FailurePolicy::Memory).await;
     }
     assert_eq!(
-        capture.count("rate_limit.fallback", "store=alpha reason=\"failed\""),
+        capture.count("rate_limit.fallback", "store=logs-alpha reason=\"failed\""),
         2
     );
-    assert_eq!(capture.count("rate_limit.fallback", ""), 7);
+    assert_eq!(capture.count("rate_limit.fallback", "store=logs-"), 7);
 
     // No log line holds the key, the principal or the limit's key text.
     for (_, fields) in capture.0.lock().unwrap().iter() {

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{
+use crate::{
     Answer, Chain, FailurePolicy, FailureReason, Limit, Limiter, Principal, StoreErrorKind,
 };
 use tokio::time::Instant;
 
-use crate::faulty::{Faulty, Mode};
+use crate::testing::{FaultyStore as Faulty, Mode};
 
 fn chain() -> Chain {
     let l = Limit::fixed_window("p", 3, Duration::from_secs(3_600)).unwrap();
@@ -132,7 +132,7 @@ async fn post_hoc_charges_follow_the_policy() {
     let store = Faulty::new();
     let limiter = Limiter::new(store.clone());
     let l = Limit::token_bucket("tokens", 100, 100, Duration::from_secs(60)).unwrap();
-    let check = rate_limit_core::Check::new(l.key(Principal::user("u")), 250);
+    let check = crate::Check::new(l.key(Principal::user("u")), 250);
     assert!(
         !limiter
             .charge(&check, FailurePolicy::Closed)

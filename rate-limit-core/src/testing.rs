@@ -1,28 +1,44 @@
-//! A store that works, fails with a chosen error kind, or never answers.
+//! Test utilities (feature `test-util`): a store that fails on demand.
+
+#![allow(unreachable_pub)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use rate_limit_core::{
+use crate::{
     Chain, ChainDecision, Check, Decision, Key, MemoryStore, Store, StoreError, StoreErrorKind,
 };
 
+/// How a [`FaultyStore`] behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+#[non_exhaustive]
+pub enum Mode {
+    /// Answers from an in-memory store.
     Works,
+    /// Fails every call with this kind.
     Fails(StoreErrorKind),
+    /// Never answers.
     Hangs,
 }
 
+/// A store that works, fails with a chosen error kind, or never answers, and counts
+/// its calls. Clones share the mode, the counter and the counters inside.
 #[derive(Debug, Clone)]
-pub(crate) struct Faulty {
+pub struct FaultyStore {
     inner: MemoryStore,
     mode: Arc<AtomicU8>,
-    pub(crate) calls: Arc<AtomicU64>,
+    calls: Arc<AtomicU64>,
 }
 
-impl Faulty {
-    pub(crate) fn new() -> Self {
+impl Default for FaultyStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FaultyStore {
+    /// A working store.
+    pub fn new() -> Self {
         Self {
             inner: MemoryStore::new(),
             mode: Arc::new(AtomicU8::new(0)),
@@ -30,7 +46,8 @@ impl Faulty {
         }
     }
 
-    pub(crate) fn set(&self, mode: Mode) {
+    /// Changes how it behaves from the next call on.
+    pub fn set(&self, mode: Mode) {
         let v = match mode {
             Mode::Works => 0,
             Mode::Fails(StoreErrorKind::NotExecuted) => 1,
@@ -42,7 +59,8 @@ impl Faulty {
         self.mode.store(v, Ordering::SeqCst);
     }
 
-    pub(crate) fn calls(&self) -> u64 {
+    /// How many calls reached it.
+    pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }
 
@@ -60,7 +78,7 @@ impl Faulty {
     }
 }
 
-impl Store for Faulty {
+impl Store for FaultyStore {
     async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
         self.gate().await?;
         self.inner.check(chain).await

@@ -1,5 +1,4 @@
 //! The limiter: time budget, retries, cool-down, failure policies, once-per-reason logs.
 
-mod faulty;
 mod logs;
 mod policy;
