@@ -1,1 +1,62 @@
-//! Shared support for the end-to-end tests (servers, clients, `redis-server` processes).
+//! Shared support for the end-to-end tests: servers on real TCP listeners and clients.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// A server on a free loopback port, stopped when dropped.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Server {
+    /// Serves `app` (with connect info, so handlers and layers see the peer address).
+    pub async fn start(app: Router) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            // The test ends by dropping the server; an accept error ends it early and the
+            // test's requests then fail loudly.
+            let _ = axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await;
+        });
+        Ok(Self { addr, task })
+    }
+
+    /// `http://127.0.0.1:PORT` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads the peer from axum's `ConnectInfo`, for `ClientIp::peer_source`.
+pub fn connect_info_peer(ext: &axum::http::Extensions) -> Option<std::net::IpAddr> {
+    ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
+}
+
+/// A client that does not follow redirects.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a plain HTTP client builds")
+}

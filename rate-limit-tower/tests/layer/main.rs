@@ -5,5 +5,7 @@ mod browsers;
 mod concurrency;
 mod extractors;
 mod failures;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod spoofing;
 mod support;

@@ -1,0 +1,214 @@
+//! The Tower layer end to end: an axum router on a real TCP listener, a real HTTP client.
+//!
+//! One router carries a global IP guard (`Router::layer`) and a per-route participant rule
+//! (`MethodRouter::layer`), with tower-http's `CorsLayer` outside the limiter.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
+use rate_limit_tests::{Server, client, connect_info_peer};
+use rate_limit_tower::extract::{ClientIp, HeaderKey};
+use rate_limit_tower::{EXPOSED_HEADERS, RateLimitLayer, Rule};
+use reqwest::StatusCode;
+use tower_http::cors::{Any, CorsLayer};
+
+const PAGE: &str = "<!doctype html><title>Slow down</title><p>Too many requests.</p>";
+
+fn app(global_quota: u64, poll_quota: u64) -> Router {
+    let minute = Duration::from_secs(60);
+    let global = RateLimitLayer::in_memory()
+        .rule(
+            Rule::new(
+                Limit::sliding_window("global-ip", global_quota, minute).unwrap(),
+                ClientIp::new().peer_source(connect_info_peer),
+            )
+            .on_store_error(FailurePolicy::Memory),
+        )
+        .exempt("/healthz")
+        .redirect_browsers("/too-many-requests");
+    let poll = RateLimitLayer::in_memory().rule(
+        Rule::new(
+            Limit::sliding_window("poll", poll_quota, minute).unwrap(),
+            HeaderKey::new(
+                "x-participant-id".parse().unwrap(),
+                PrincipalKind::Participant,
+            ),
+        )
+        .on_store_error(FailurePolicy::Open),
+    );
+    Router::new()
+        .route(
+            "/api/poll",
+            get(|| async { "{\"question\":null}" }).layer(poll),
+        )
+        .route("/", get(|| async { axum::response::Html("<h1>Quiz</h1>") }))
+        .route(
+            "/too-many-requests",
+            get(|| async { axum::response::Html(PAGE) }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .layer(global)
+        .layer(
+            CorsLayer::new()
+                .allow_origin(Any)
+                .expose_headers(EXPOSED_HEADERS),
+        )
+}
+
+#[tokio::test]
+async fn participants_behind_one_ip_are_limited_apart_and_the_ip_guard_counts_everyone() {
+    let server = Server::start(app(10, 3)).await.unwrap();
+    let http = client();
+    let poll = |who: &str| {
+        http.get(server.url("/api/poll"))
+            .header("x-participant-id", who)
+            .send()
+    };
+    for _ in 0..3 {
+        assert_eq!(poll("p1").await.unwrap().status(), StatusCode::OK);
+    }
+    let r = poll("p1").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let secs: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=120).contains(&secs), "{secs}");
+    assert_eq!(r.headers()["ratelimit-limit"], "3");
+    assert_eq!(r.headers()["ratelimit-remaining"], "0");
+    // The same room, another player: fine.
+    let r = poll("p2").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // The global guard counted every request that reached it (5 so far, the refused one
+    // included), and the route's tighter limit is the one described.
+    assert_eq!(r.headers()["ratelimit-limit"], "3");
+    assert_eq!(r.headers()["ratelimit-remaining"], "2");
+    let policy = r.headers()["ratelimit-policy"].to_str().unwrap();
+    assert!(
+        policy.contains("\"global-ip\";q=10;w=60") && policy.contains("\"poll\";q=3;w=60"),
+        "{policy}"
+    );
+    let current = r.headers()["ratelimit"].to_str().unwrap();
+    assert!(current.contains("\"global-ip\";r=5;"), "{current}");
+    // Other players exhaust the IP guard: 10 requests per minute from this address.
+    for i in 0..5 {
+        let r = poll(&format!("q{i}")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "request {}", 6 + i);
+    }
+    let r = poll("fresh-player").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        r.headers()["ratelimit-limit"],
+        "10",
+        "the guard refused, and says so"
+    );
+    // Health checks are never limited.
+    assert_eq!(
+        http.get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn a_limited_browser_lands_on_the_page_without_a_loop() {
+    let server = Server::start(app(2, 100)).await.unwrap();
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::limited(5))
+        .build()
+        .unwrap();
+    let page = || {
+        browser
+            .get(server.url("/"))
+            .header("accept", "text/html")
+            .send()
+    };
+    for _ in 0..2 {
+        assert_eq!(page().await.unwrap().status(), StatusCode::OK);
+    }
+    let r = page().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.url().path(), "/too-many-requests");
+    assert_eq!(r.text().await.unwrap(), PAGE);
+    // The redirect itself says when to come back.
+    let r = client()
+        .get(server.url("/"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/too-many-requests");
+    assert!(r.headers().contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn cors_outside_the_limiter_exposes_the_headers() {
+    let server = Server::start(app(1, 100)).await.unwrap();
+    let http = client();
+    for expected in [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS] {
+        let r = http
+            .get(server.url("/"))
+            .header("origin", "https://quiz.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), expected);
+        assert_eq!(r.headers()["access-control-allow-origin"], "*");
+        let exposed = r.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .to_ascii_lowercase();
+        for h in EXPOSED_HEADERS {
+            assert!(exposed.contains(h.as_str()), "{h} in {exposed}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_input_over_the_wire_is_a_4xx_never_a_5xx() {
+    let server = Server::start(app(1_000, 100)).await.unwrap();
+    let http = client();
+    let poll = || http.get(server.url("/api/poll"));
+    let cases: Vec<(reqwest::RequestBuilder, StatusCode)> = vec![
+        (poll(), StatusCode::BAD_REQUEST),
+        (
+            poll().header("x-participant-id", ""),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            poll().header("x-participant-id", "a".repeat(300 * 1024)),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            poll().header(
+                "x-participant-id",
+                reqwest::header::HeaderValue::from_bytes(&[0xff, 0xfe]).unwrap(),
+            ),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            poll()
+                .header("x-participant-id", "ok")
+                .header("x-forwarded-for", "garbage, , ::::"),
+            StatusCode::OK,
+        ),
+    ];
+    for (i, (req, want)) in cases.into_iter().enumerate() {
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), want, "case {i}");
+        if want == StatusCode::BAD_REQUEST {
+            let body = r.text().await.unwrap();
+            assert!(
+                body.starts_with("{\"error\":") && body.len() < 200,
+                "case {i}: {body}"
+            );
+        }
+    }
+}
