@@ -44,7 +44,9 @@ pub use clock::{Clock, FakeClock, SystemClock, TokioClock};
 pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use key::Key;
-pub use limit::{AlgorithmKind, Limit, MAX_NAME_LEN, MAX_SPAN, MIN_WINDOW, validate_name};
+pub use limit::{
+    AlgorithmKind, Limit, MAX_NAME_LEN, MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW, validate_name,
+};
 pub use limiter::{Answer, FailurePolicy, FailureReason, Limiter, LimiterBuilder};
 pub use principal::{MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, Principal, PrincipalKind};
 pub use store::{AnyStore, BoxStore, MemoryStore, Store, StoreError, StoreErrorKind};

@@ -13,7 +13,10 @@ use crate::principal::Principal;
 /// It keeps every timestamp the algorithms compute below 2⁶⁰ µs, and far below 2⁵³ for
 /// the next decades, so Lua's doubles stay exact.
 pub const MAX_SPAN: Duration = Duration::from_secs(10 * 366 * 86_400);
-const MAX_SPAN_US: u64 = 10 * 366 * 86_400 * 1_000_000;
+pub(crate) const MAX_SPAN_US: u64 = 10 * 366 * 86_400 * 1_000_000;
+/// The largest `quota × window (µs)` of an approximate sliding window: its weighted sums
+/// stay exact in every store, Lua's doubles included (2⁵²).
+pub const MAX_SLIDING_PRODUCT: u64 = 1 << 52;
 /// The shortest window or refill period: one millisecond.
 pub const MIN_WINDOW: Duration = Duration::from_millis(1);
 /// The longest limit name, in bytes.
@@ -213,8 +216,22 @@ impl Limit {
     /// the previous window's count weighted by how much of it still overlaps the last
     /// `window`. Never more than `quota` per aligned window; see the crate docs for the bound
     /// over a rolling interval.
+    ///
+    /// `quota × window` in microseconds must not exceed [`MAX_SLIDING_PRODUCT`] (2⁵²):
+    /// about 75 million per minute, 1.25 million per hour, 52 thousand per day. Larger
+    /// quotas fit a fixed window or a token bucket (`limit.overflow` otherwise).
     pub fn sliding_window(name: &str, quota: u64, window: Duration) -> Result<Self, ConfigError> {
         let (quota, window) = window_params(name, quota, window)?;
+        if quota.saturating_mul(window) > MAX_SLIDING_PRODUCT {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Overflow,
+                "quota",
+                format!(
+                    "a sliding window allows at most {} per {window} µs; use a fixed window or a token bucket",
+                    MAX_SLIDING_PRODUCT / window
+                ),
+            ));
+        }
         Ok(Self::build(name, Params::Sliding { quota, window }))
     }
 

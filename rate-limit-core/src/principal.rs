@@ -206,10 +206,11 @@ impl Principal {
 
     fn one(kind: PrincipalKind, value: &[u8], always_hash: bool) -> Self {
         // The common case, a short safe value under a built-in kind, never allocates.
-        if !always_hash && !matches!(kind, PrincipalKind::Custom(_)) {
-            if let Some(text) = Text::literal(kind.tag(), value) {
-                return Self { kind, text };
-            }
+        if !always_hash
+            && !matches!(kind, PrincipalKind::Custom(_))
+            && let Some(text) = Text::literal(kind.tag(), value)
+        {
+            return Self { kind, text };
         }
         let mut text = String::with_capacity(8 + value.len().min(MAX_LITERAL_LEN));
         kind.write_prefix(&mut text);

@@ -310,10 +310,10 @@ pub(crate) fn expose(headers: &mut HeaderMap) {
             names.push(h.as_str().to_owned());
         }
     }
-    if names.len() != existing.len() {
-        if let Ok(v) = HeaderValue::try_from(names.join(", ")) {
-            headers.insert(ACCESS_CONTROL_EXPOSE_HEADERS, v);
-        }
+    if names.len() != existing.len()
+        && let Ok(v) = HeaderValue::try_from(names.join(", "))
+    {
+        headers.insert(ACCESS_CONTROL_EXPOSE_HEADERS, v);
     }
     let varies = headers
         .get_all(VARY)

@@ -4,6 +4,7 @@
 //! `(now + B·T − tat) / T` tokens. A cost `c` fits when `max(tat, now) + c·T ≤ now + B·T`.
 
 use super::{Charge, State, Step, verdict};
+use crate::limit::MAX_SPAN_US;
 
 pub(super) fn step(
     capacity: u64,
@@ -16,7 +17,10 @@ pub(super) fn step(
     let span = capacity * interval; // bounded by MAX_SPAN at construction
     let full_at = now.saturating_add(span);
     let start = tat.max(now);
-    let new_tat = start.saturating_add(cost.saturating_mul(interval));
+    // Debt stops at MAX_SPAN past now: no stored time runs away, in any store.
+    let new_tat = start
+        .saturating_add(cost.saturating_mul(interval))
+        .min(now.saturating_add(MAX_SPAN_US));
     let fits = cost <= capacity && new_tat <= full_at;
     let charged = charge.applies(fits, cost, capacity);
     let after = if charged { new_tat } else { start };

@@ -19,6 +19,10 @@ pub(super) fn step(
 ) -> Step {
     let window = now / w;
     // A window from the future (a clock that went back) counts as the current one.
+    // Counts stop at twice the quota (debt beyond one extra quota is forgotten), so
+    // `count × window` stays exact in every store.
+    let cap = quota.saturating_mul(2);
+    let (stored_curr, stored_prev) = (stored_curr.min(cap), stored_prev.min(cap));
     let (curr, prev) = if stored_window >= window {
         (stored_curr, stored_prev)
     } else if stored_window + 1 == window {
@@ -28,8 +32,8 @@ pub(super) fn step(
     };
     let e = now - window * w;
     let used = |curr: u64| u128::from(prev) * u128::from(w - e) + u128::from(curr) * u128::from(w);
-    let cap = u128::from(quota) * u128::from(w);
-    let fits = cost <= quota && used(curr) + u128::from(cost) * u128::from(w) <= cap;
+    let limit = u128::from(quota) * u128::from(w);
+    let fits = cost <= quota && used(curr) + u128::from(cost) * u128::from(w) <= limit;
     let charged = charge.applies(fits, cost, quota);
     let after = if charged {
         curr.saturating_add(cost)

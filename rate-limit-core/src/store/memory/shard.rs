@@ -149,11 +149,11 @@ impl Shard {
     }
 
     fn release_log(&mut self, slot: Option<u32>) {
-        if let Some(slot) = slot {
-            if let Some(log) = self.logs.get_mut(slot as usize) {
-                *log = VecDeque::new();
-                self.free_logs.push(slot);
-            }
+        if let Some(slot) = slot
+            && let Some(log) = self.logs.get_mut(slot as usize)
+        {
+            *log = VecDeque::new();
+            self.free_logs.push(slot);
         }
     }
 
