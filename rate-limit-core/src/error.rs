@@ -20,6 +20,8 @@ pub enum ConfigErrorKind {
     NameInvalid,
     /// A store setting out of range (for example a key cap of zero).
     StoreInvalid,
+    /// A Redis URL that does not parse.
+    UrlInvalid,
 }
 
 impl ConfigErrorKind {
@@ -34,6 +36,7 @@ impl ConfigErrorKind {
             Self::Overflow => "limit.overflow",
             Self::NameInvalid => "limit.name_invalid",
             Self::StoreInvalid => "store.invalid",
+            Self::UrlInvalid => "redis.url_invalid",
         }
     }
 }

@@ -49,4 +49,6 @@ pub use limit::{
 };
 pub use limiter::{Answer, FailurePolicy, FailureReason, Limiter, LimiterBuilder};
 pub use principal::{MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, Principal, PrincipalKind};
+#[cfg(feature = "redis")]
+pub use store::RedisStore;
 pub use store::{AnyStore, BoxStore, MemoryStore, Store, StoreError, StoreErrorKind};

@@ -1,5 +1,7 @@
 //! Shared support for the end-to-end tests: servers on real TCP listeners and clients.
 
+pub mod redis;
+
 use std::net::SocketAddr;
 
 use axum::Router;

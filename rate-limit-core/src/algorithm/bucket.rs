@@ -4,7 +4,6 @@
 //! `(now + B·T − tat) / T` tokens. A cost `c` fits when `max(tat, now) + c·T ≤ now + B·T`.
 
 use super::{Charge, State, Step, verdict};
-use crate::limit::MAX_SPAN_US;
 
 pub(super) fn step(
     capacity: u64,
@@ -16,14 +15,19 @@ pub(super) fn step(
 ) -> Step {
     let span = capacity * interval; // bounded by MAX_SPAN at construction
     let full_at = now.saturating_add(span);
-    let start = tat.max(now);
-    // Debt stops at MAX_SPAN past now: no stored time runs away, in any store.
-    let new_tat = start
-        .saturating_add(cost.saturating_mul(interval))
-        .min(now.saturating_add(MAX_SPAN_US));
+    // Debt stops at one full bucket (the bucket is whole again within two refills): a
+    // stored time from the future, or a runaway charge, never becomes a huge wait.
+    let limit_at = now.saturating_add(span.saturating_mul(2));
+    let start = tat.max(now).min(limit_at);
+    // When the cost would fit; only what is stored is capped.
+    let new_tat = start.saturating_add(cost.saturating_mul(interval));
     let fits = cost <= capacity && new_tat <= full_at;
     let charged = charge.applies(fits, cost, capacity);
-    let after = if charged { new_tat } else { start };
+    let after = if charged {
+        new_tat.min(limit_at)
+    } else {
+        start
+    };
     let remaining = full_at.saturating_sub(after) / interval;
     let reset = after - now;
     let decision = verdict(charge, fits, cost, capacity, remaining, reset, span, || {
@@ -69,9 +73,9 @@ mod tests {
             interval: 1_000,
         });
         c.check(0, 30, Overdraw);
-        // 30 tokens spent from 10: 20 in debt, plus one to fit → 21 ms.
+        // 30 tokens spent from 10: debt stops at one full bucket (10), plus one → 11 ms.
         let d = c.probe(0, 1);
-        assert_eq!(d.retry_after().unwrap().as_micros(), 21_000);
+        assert_eq!(d.retry_after().unwrap().as_micros(), 11_000);
         assert_eq!(c.check(0, 11, IfFits).outcome(), Outcome::NeverFits);
     }
 }

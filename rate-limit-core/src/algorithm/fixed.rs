@@ -1,6 +1,6 @@
 //! Fixed window: one counter per epoch-aligned window, tied to its window number.
 
-use super::{COUNT_CAP, Charge, State, Step, verdict};
+use super::{Charge, State, Step, verdict};
 
 pub(super) fn step(
     quota: u64,
@@ -23,9 +23,9 @@ pub(super) fn step(
     let reset = |used: u64| if used > 0 { end } else { 0 };
     let fits = cost <= quota && count.saturating_add(cost) <= quota;
     let charged = charge.applies(fits, cost, quota);
-    // Counts stop at 2⁵² (exact in every store), far past any quota.
+    // Debt stops at one extra quota; the count is forgotten when the window ends anyway.
     let after = if charged {
-        count.saturating_add(cost).min(COUNT_CAP)
+        count.saturating_add(cost).min(quota.saturating_mul(2))
     } else {
         count
     };

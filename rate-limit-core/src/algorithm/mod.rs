@@ -15,9 +15,6 @@ mod fixed;
 mod log;
 mod sliding;
 
-/// Where fixed-window counts stop: 2⁵², exact in Lua's doubles.
-pub(crate) const COUNT_CAP: u64 = 1 << 52;
-
 /// How a check charges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Charge {

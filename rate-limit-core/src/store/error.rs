@@ -17,16 +17,21 @@ pub enum StoreErrorKind {
     TimedOut,
     /// The store is configured but was never reached (no connection yet, or not set up).
     Missing,
+    /// The store refused the command (busy with a long script, out of memory): it did not
+    /// run, but retrying would only add load, so it is not retried.
+    Rejected,
 }
 
 impl StoreErrorKind {
-    /// A short, stable name: `not_executed`, `indeterminate`, `timed_out`, `missing`.
+    /// A short, stable name: `not_executed`, `indeterminate`, `timed_out`, `missing`,
+    /// `rejected`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::NotExecuted => "not_executed",
             Self::Indeterminate => "indeterminate",
             Self::TimedOut => "timed_out",
             Self::Missing => "missing",
+            Self::Rejected => "rejected",
         }
     }
 

@@ -14,7 +14,11 @@ use crate::key::Key;
 
 mod error;
 pub mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
 
+#[cfg(feature = "redis")]
+pub use self::redis::RedisStore;
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 
@@ -137,6 +141,9 @@ impl Store for BoxStore {
 pub enum AnyStore {
     /// The in-memory store.
     Memory(MemoryStore),
+    /// The Redis store (feature `redis`).
+    #[cfg(feature = "redis")]
+    Redis(RedisStore),
     /// Any other store.
     Boxed(BoxStore),
 }
@@ -153,6 +160,13 @@ impl From<MemoryStore> for AnyStore {
     }
 }
 
+#[cfg(feature = "redis")]
+impl From<RedisStore> for AnyStore {
+    fn from(s: RedisStore) -> Self {
+        Self::Redis(s)
+    }
+}
+
 impl From<BoxStore> for AnyStore {
     fn from(s: BoxStore) -> Self {
         Self::Boxed(s)
@@ -163,24 +177,32 @@ impl Store for AnyStore {
     async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
         match self {
             Self::Memory(s) => s.check(chain).await,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.check(chain).await,
             Self::Boxed(s) => s.check(chain).await,
         }
     }
     async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
         match self {
             Self::Memory(s) => s.charge(check).await,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.charge(check).await,
             Self::Boxed(s) => s.charge(check).await,
         }
     }
     async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
         match self {
             Self::Memory(s) => s.peek(key).await,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.peek(key).await,
             Self::Boxed(s) => s.peek(key).await,
         }
     }
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
         match self {
             Self::Memory(s) => s.reset(key).await,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.reset(key).await,
             Self::Boxed(s) => s.reset(key).await,
         }
     }

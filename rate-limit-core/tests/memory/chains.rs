@@ -128,14 +128,15 @@ async fn post_hoc_charge_overdraws_and_later_checks_wait_for_the_debt() {
         .await
         .unwrap();
     assert!(!charged.is_allowed());
-    // The debt is 1 510 tokens at 60 ms each; one more token fits after 1 511 × 60 ms.
+    // 2 510 tokens spent from a bucket of 1 000: debt stops at one full bucket, so the
+    // bucket is empty for 1 000 × 60 ms, and one token fits after 1 001 × 60 ms.
     let peek = store.peek(&key).await.unwrap();
     assert_eq!(peek.outcome(), Outcome::Denied);
-    assert_eq!(peek.retry_after(), Some(Duration::from_millis(1_510 * 60)));
+    assert_eq!(peek.retry_after(), Some(Duration::from_millis(1_000 * 60)));
     let one = Chain::new().check(&tokens, Principal::user("u"));
     let d = store.check(&one).await.unwrap();
     let wait = d.denied_by().unwrap().1.retry_after().unwrap();
-    assert_eq!(wait, Duration::from_millis(1_511 * 60));
+    assert_eq!(wait, Duration::from_millis(1_001 * 60));
     clock.advance(wait - Duration::from_micros(1));
     assert!(!store.check(&one).await.unwrap().is_allowed());
     clock.advance(Duration::from_micros(1));

@@ -301,8 +301,8 @@ impl MemoryStore {
             // A key that appears twice sees the first check's tentative state.
             let earlier = (0..i)
                 .rev()
-                .find(|&j| digests[j] == digests[i])
-                .and_then(|j| pending[j].clone());
+                .filter(|&j| digests[j] == digests[i])
+                .find_map(|j| pending[j].clone());
             let state = earlier.unwrap_or_else(|| in_store.clone());
             let step = algorithm::step(params, &state, now, check.cost(), charge);
             let allowed = step.decision.is_allowed();

@@ -1,0 +1,204 @@
+//! Connections: a lazily connected multiplexed connection, or the async cluster client.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, FromRedisValue, RedisError, RedisResult, ScriptInvocation, Value};
+
+use crate::error::ConfigError;
+
+use super::url_error;
+
+pub(super) enum Conn {
+    Single(ConnectionManager),
+    #[cfg(feature = "cluster")]
+    Cluster(Box<cluster::Lazy>),
+}
+
+impl Conn {
+    pub(super) fn new(
+        nodes: &[String],
+        cluster: bool,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Self, ConfigError> {
+        if cluster {
+            #[cfg(feature = "cluster")]
+            return cluster::Lazy::new(nodes, connect_timeout, response_timeout)
+                .map(|c| Self::Cluster(Box::new(c)));
+        }
+        let url = nodes.first().map(String::as_str).unwrap_or_default();
+        let client = redis::Client::open(url).map_err(|e| url_error(&e))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect_timeout))
+            .set_response_timeout(Some(response_timeout))
+            // Reconnection attempts, not command replays: a failed command is never resent.
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(100));
+        let manager =
+            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| url_error(&e))?;
+        Ok(Self::Single(manager))
+    }
+
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            Self::Single(_) => "standalone",
+            #[cfg(feature = "cluster")]
+            Self::Cluster(_) => "cluster",
+        }
+    }
+
+    pub(super) fn is_cluster(&self) -> bool {
+        !matches!(self, Self::Single(_))
+    }
+
+    /// `EVALSHA` (with one `SCRIPT LOAD` and retry on `NOSCRIPT`).
+    pub(super) async fn invoke<T: FromRedisValue>(
+        &self,
+        inv: &ScriptInvocation<'_>,
+        _route: Option<&str>,
+    ) -> RedisResult<T> {
+        match self {
+            Self::Single(m) => inv.invoke_async(&mut m.clone()).await,
+            #[cfg(feature = "cluster")]
+            Self::Cluster(c) => {
+                let mut con = c.get().await?;
+                let r = inv.invoke_async(&mut con).await;
+                c.after(&r).await;
+                r
+            }
+        }
+    }
+
+    pub(super) async fn query<T: FromRedisValue>(&self, cmd: &Cmd, _key: &str) -> RedisResult<T> {
+        match self {
+            Self::Single(m) => cmd.query_async(&mut m.clone()).await,
+            #[cfg(feature = "cluster")]
+            Self::Cluster(c) => {
+                let mut con = c.get().await?;
+                let r = cmd.query_async(&mut con).await;
+                c.after(&r).await;
+                r
+            }
+        }
+    }
+
+    /// `CONFIG GET param` on every master: the values seen.
+    pub(super) async fn config_get(&self, param: &str) -> RedisResult<Vec<String>> {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("GET").arg(param);
+        let v: Value = match self {
+            Self::Single(m) => cmd.query_async(&mut m.clone()).await?,
+            #[cfg(feature = "cluster")]
+            Self::Cluster(c) => {
+                use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+                let mut con = c.get().await?;
+                con.route_command(
+                    cmd,
+                    RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
+                )
+                .await?
+            }
+        };
+        let mut out = Vec::new();
+        collect_values(&v, param, &mut out);
+        Ok(out)
+    }
+}
+
+/// The values in a `CONFIG GET` answer (or a map of them per node): every string that
+/// is neither the parameter's name nor a node address.
+fn collect_values(v: &Value, param: &str, out: &mut Vec<String>) {
+    match v {
+        Value::BulkString(b) => {
+            let s = String::from_utf8_lossy(b).into_owned();
+            if s != param && !s.contains(':') {
+                out.push(s);
+            }
+        }
+        Value::SimpleString(s) if s != param && !s.contains(':') => out.push(s.clone()),
+        Value::Array(items) | Value::Set(items) => {
+            items.iter().for_each(|i| collect_values(i, param, out));
+        }
+        Value::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+            collect_values(k, param, out);
+            collect_values(v, param, out);
+        }),
+        _ => {}
+    }
+}
+
+/// Whether an error means the connection should be rebuilt.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+fn broken(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped()
+}
+
+#[cfg(feature = "cluster")]
+mod cluster {
+    use std::time::Duration;
+
+    use redis::cluster::{ClusterClient, ClusterClientBuilder};
+    use redis::cluster_async::ClusterConnection;
+    use redis::{ErrorKind, RedisError, RedisResult};
+    use tokio::sync::RwLock;
+
+    use crate::error::ConfigError;
+
+    use super::{broken, url_error};
+
+    /// The cluster client, connected on first use and again after a broken connection.
+    pub(in crate::store::redis) struct Lazy {
+        client: ClusterClient,
+        con: RwLock<Option<ClusterConnection>>,
+        connect_timeout: Duration,
+    }
+
+    impl Lazy {
+        pub(super) fn new(
+            nodes: &[String],
+            connect_timeout: Duration,
+            response_timeout: Duration,
+        ) -> Result<Self, ConfigError> {
+            let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+                // The client's own retries would replay commands that may have run (R13).
+                .retries(0)
+                .connection_timeout(connect_timeout)
+                .response_timeout(response_timeout)
+                .build()
+                .map_err(|e| url_error(&e))?;
+            Ok(Self {
+                client,
+                con: RwLock::new(None),
+                connect_timeout,
+            })
+        }
+
+        pub(super) async fn get(&self) -> RedisResult<ClusterConnection> {
+            if let Some(c) = self.con.read().await.as_ref() {
+                return Ok(c.clone());
+            }
+            let mut slot = self.con.write().await;
+            if let Some(c) = slot.as_ref() {
+                return Ok(c.clone());
+            }
+            let con =
+                tokio::time::timeout(self.connect_timeout, self.client.get_async_connection())
+                    .await
+                    .map_err(|_| {
+                        RedisError::from((ErrorKind::Io, "cluster connect timed out"))
+                    })??;
+            *slot = Some(con.clone());
+            Ok(con)
+        }
+
+        pub(super) async fn after<T>(&self, r: &RedisResult<T>) {
+            if let Err(e) = r
+                && broken(e)
+            {
+                *self.con.write().await = None;
+            }
+        }
+    }
+}

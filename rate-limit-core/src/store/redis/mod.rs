@@ -1,0 +1,467 @@
+//! The Redis store (feature `redis`; Redis Cluster with feature `cluster`).
+//!
+//! - **One round trip per chain**: a Lua script (`EVALSHA`, reloaded once on `NOSCRIPT`)
+//!   reads every key of the chain, decides with exactly the memory store's arithmetic, and
+//!   writes each key's state *and* TTL in one `SET .. PX`, only if the chain passes.
+//! - **Server time**: the script reads Redis `TIME`, so application servers' clocks never
+//!   matter; a stored time in the future (a failover to a replica whose clock lags) is
+//!   clamped as the algorithms document.
+//! - **Keys**: `<prefix>:{<principal>}:<limit>`, TTL = the state's life (the window; two
+//!   for the sliding window) plus a small slack (default 1 s).
+//! - **Cluster**: each key is hash-tagged by its own principal. A chain whose keys fall
+//!   in different slots runs slot group by slot group (consecutive checks of one slot
+//!   form a group), in chain order, one call each. When a later group refuses, what the
+//!   earlier groups charged is refunded by a compensating script. This is **not atomic
+//!   across slots**: between a group's charge and its refund, a concurrent request may see
+//!   the charge and be refused; a crash between them leaves the charge in place until the
+//!   window passes. Within a slot group it is exact.
+//! - **Connections**: a multiplexed connection (`ConnectionManager`) or the async cluster
+//!   client, connected lazily: the process starts while Redis is down, checks fail (and
+//!   each rule's policy applies) until Redis appears, then work without a restart. The
+//!   clients' own command retries are off (R13): the [`Limiter`](crate::Limiter)
+//!   retries only what surely did not run.
+//! - **Corrupt state** (not numbers, another type) counts as no state and is replaced.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{RedisError, Script, Value};
+
+use crate::chain::{Chain, ChainMode, Check};
+use crate::decision::{ChainDecision, Decision, Outcome};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::key::Key;
+use crate::limit::{Limit, Params, is_name_byte};
+use crate::store::{Store, StoreError, StoreErrorKind};
+
+mod conn;
+mod keys;
+
+use conn::Conn;
+
+const CHAIN_LUA: &str = include_str!("chain.lua");
+const REFUND_LUA: &str = include_str!("refund.lua");
+const DEFAULT_PREFIX: &str = "rl";
+const MAX_PREFIX_LEN: usize = 32;
+const COST_CAP: u64 = 1 << 52;
+
+/// The Redis store. Cheap to clone; clones share the connection. See the [module docs](self).
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Conn,
+    prefix: String,
+    slack_ms: u64,
+    chain: Script,
+    refund: Script,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("kind", &self.inner.conn.kind())
+            .field("prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`RedisStore`]; nothing connects until the first call.
+#[derive(Debug)]
+#[must_use]
+pub struct RedisStoreBuilder {
+    nodes: Vec<String>,
+    cluster: bool,
+    prefix: String,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    slack: Duration,
+}
+
+impl RedisStoreBuilder {
+    /// The key prefix (default `rl`): 1 to 32 bytes of `A-Z a-z 0-9 . _ -`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long connecting may take (default 500 ms).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one command may take (default 500 ms, the limiter's budget).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Extra life on every key's TTL (default 1 s).
+    pub fn ttl_slack(mut self, slack: Duration) -> Self {
+        self.slack = slack;
+        self
+    }
+
+    /// Builds the store: `redis.url_invalid` for a URL that does not parse,
+    /// `store.invalid` for a bad prefix. Does not connect.
+    pub fn build(self) -> Result<RedisStore, ConfigError> {
+        if self.prefix.is_empty()
+            || self.prefix.len() > MAX_PREFIX_LEN
+            || !self.prefix.bytes().all(is_name_byte)
+        {
+            return Err(ConfigError::new(
+                ConfigErrorKind::StoreInvalid,
+                "prefix",
+                "a key prefix is 1 to 32 bytes of A-Z a-z 0-9 . _ -",
+            ));
+        }
+        let conn = Conn::new(
+            &self.nodes,
+            self.cluster,
+            self.connect_timeout,
+            self.response_timeout,
+        )?;
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                conn,
+                prefix: self.prefix,
+                slack_ms: u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX),
+                chain: Script::new(CHAIN_LUA),
+                refund: Script::new(REFUND_LUA),
+            }),
+        })
+    }
+}
+
+fn url_error(e: &RedisError) -> ConfigError {
+    ConfigError::new(
+        ConfigErrorKind::UrlInvalid,
+        "url",
+        format!("not a usable Redis URL ({:?})", e.kind()),
+    )
+}
+
+/// What an error means for a retry (R13).
+fn classify(e: &RedisError) -> StoreErrorKind {
+    use redis::{ErrorKind, ServerErrorKind};
+    if e.is_connection_refusal() {
+        StoreErrorKind::NotExecuted
+    } else if e.is_timeout() {
+        StoreErrorKind::TimedOut
+    } else if e.is_connection_dropped() || e.is_io_error() {
+        StoreErrorKind::Indeterminate
+    } else {
+        match e.kind() {
+            ErrorKind::Server(ServerErrorKind::BusyLoading | ServerErrorKind::NoScript) => {
+                StoreErrorKind::NotExecuted
+            }
+            ErrorKind::Server(_) => StoreErrorKind::Rejected,
+            _ => StoreErrorKind::Indeterminate,
+        }
+    }
+}
+
+fn store_error(e: RedisError) -> StoreError {
+    let kind = classify(&e);
+    let message = match kind {
+        StoreErrorKind::NotExecuted => "redis: not connected",
+        StoreErrorKind::TimedOut => "redis: no answer in time",
+        StoreErrorKind::Rejected => "redis: command refused",
+        _ => "redis: connection lost or bad answer",
+    };
+    StoreError::new(kind, message).with_source(e)
+}
+
+fn bad_answer() -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Indeterminate,
+        "redis: unexpected script answer",
+    )
+}
+
+/// The script's arguments for one check.
+fn push_params(args: &mut Vec<u64>, limit: &Limit, cost: u64) {
+    let (algo, p1, p2) = match limit.params() {
+        Params::Fixed { quota, window } => (1, quota, window),
+        Params::Sliding { quota, window } => (2, quota, window),
+        Params::Log { quota, window } => (3, quota, window),
+        Params::Bucket { capacity, interval } => (4, capacity, interval),
+    };
+    args.extend([algo, p1, p2, cost.min(COST_CAP)]);
+}
+
+/// Decodes `{now, n, n × (outcome, limit, remaining, reset, retry, window)}`.
+fn decode(v: &Value) -> Result<(u64, Vec<Decision>), StoreError> {
+    let Value::Array(items) = v else {
+        return Err(bad_answer());
+    };
+    let nums: Vec<u64> = items
+        .iter()
+        .map(|i| match i {
+            Value::Int(n) => u64::try_from(*n).map_err(|_| bad_answer()),
+            _ => Err(bad_answer()),
+        })
+        .collect::<Result<_, _>>()?;
+    let (&now, rest) = nums.split_first().ok_or_else(bad_answer)?;
+    let (&n, rest) = rest.split_first().ok_or_else(bad_answer)?;
+    if rest.len() as u64 != n * 6 {
+        return Err(bad_answer());
+    }
+    let decisions = rest
+        .chunks_exact(6)
+        .map(|c| {
+            let outcome = match c[0] {
+                0 => Outcome::Allowed,
+                1 => Outcome::Denied,
+                _ => Outcome::NeverFits,
+            };
+            Decision::from_parts(outcome, c[1], c[2], c[3], c[4], c[5])
+        })
+        .collect();
+    Ok((now, decisions))
+}
+
+impl RedisStore {
+    /// A store for one Redis server, e.g. `redis://127.0.0.1:6379/`.
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        Self::builder_for(vec![url.into()], false)
+    }
+
+    /// A store for a Redis Cluster, from some of its nodes' URLs (feature `cluster`).
+    #[cfg(feature = "cluster")]
+    pub fn cluster_builder<I, S>(nodes: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder_for(nodes.into_iter().map(Into::into).collect(), true)
+    }
+
+    fn builder_for(nodes: Vec<String>, cluster: bool) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            nodes,
+            cluster,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            connect_timeout: Duration::from_millis(500),
+            response_timeout: Duration::from_millis(500),
+            slack: Duration::from_secs(1),
+        }
+    }
+
+    /// The Redis key name of a [`Key`].
+    pub fn key_name(&self, key: &Key) -> String {
+        keys::render(&self.inner.prefix, key)
+    }
+
+    /// Runs the chain script on one slot group.
+    async fn run(
+        &self,
+        keys: &[String],
+        mode: u64,
+        args: &[u64],
+    ) -> Result<(u64, Vec<Decision>), StoreError> {
+        let mut inv = self.inner.chain.prepare_invoke();
+        for k in keys {
+            inv.key(k);
+        }
+        inv.arg(mode).arg(self.inner.slack_ms);
+        for a in args {
+            inv.arg(*a);
+        }
+        let v: Value = self
+            .inner
+            .conn
+            .invoke(&inv, keys.first().map(String::as_str))
+            .await
+            .map_err(store_error)?;
+        decode(&v)
+    }
+
+    async fn refund(&self, keys: &[String], at: u64, args: &[u64]) {
+        let mut inv = self.inner.refund.prepare_invoke();
+        for k in keys {
+            inv.key(k);
+        }
+        inv.arg(at);
+        for a in args {
+            inv.arg(*a);
+        }
+        // A refund that fails leaves the charge until its window passes (documented).
+        if let Err(e) = self
+            .inner
+            .conn
+            .invoke::<Value>(&inv, keys.first().map(String::as_str))
+            .await
+        {
+            tracing::warn!(
+                name: "rate_limit.refund_failed",
+                error = classify(&e).as_str(),
+                "could not refund a chain's earlier slot group; its charge stays until the window passes"
+            );
+        }
+    }
+
+    /// Checks that the script path works (loading the script if Redis lost it): a health
+    /// check that means what it says, unlike `PING`.
+    pub async fn health(&self) -> Result<(), StoreError> {
+        self.run(&[], 0, &[]).await.map(|_| ())
+    }
+
+    /// Warns (`rate_limit.redis_eviction`) when Redis may evict limiter keys: any
+    /// `maxmemory-policy` but `noeviction` (the keys carry TTLs, so `volatile-*` policies
+    /// evict them too), on every master. Returns the policies seen, or the error if
+    /// `CONFIG GET` was refused (managed Redis), which it also logs.
+    pub async fn check_eviction_policy(&self) -> Result<Vec<String>, StoreError> {
+        match self.inner.conn.config_get("maxmemory-policy").await {
+            Ok(policies) => {
+                for p in &policies {
+                    if p != "noeviction" {
+                        tracing::warn!(
+                            name: "rate_limit.redis_eviction",
+                            policy = %p,
+                            "Redis may evict rate-limit keys under memory pressure; limits then over-admit. Use maxmemory-policy noeviction"
+                        );
+                    }
+                }
+                Ok(policies)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    name: "rate_limit.redis_eviction",
+                    error = classify(&e).as_str(),
+                    "could not read Redis's maxmemory-policy; make sure it is noeviction"
+                );
+                Err(store_error(e))
+            }
+        }
+    }
+
+    /// Marks a delivery id as seen for `ttl` (`SET NX PX`): `true` the first time, `false`
+    /// for a duplicate. Release it with [`release`](Self::release) if processing fails,
+    /// so the sender's retry is processed.
+    pub async fn first_seen(&self, id: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let name = self.dedupe_key(id);
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&name).arg(1).arg("NX").arg("PX").arg(ms);
+        let v: Value = self
+            .inner
+            .conn
+            .query(&cmd, &name)
+            .await
+            .map_err(store_error)?;
+        Ok(!matches!(v, Value::Nil))
+    }
+
+    /// Forgets a delivery id, so it is processed again.
+    pub async fn release(&self, id: &str) -> Result<(), StoreError> {
+        let name = self.dedupe_key(id);
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(&name);
+        self.inner
+            .conn
+            .query::<Value>(&cmd, &name)
+            .await
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    fn dedupe_key(&self, id: &str) -> String {
+        let p = crate::principal::Principal::new(
+            crate::PrincipalKind::custom("dedupe").unwrap_or(crate::PrincipalKind::Global),
+            id,
+        );
+        format!("{}:{{{}}}", self.inner.prefix, p.as_str())
+    }
+
+    async fn check_chain(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
+        let mode = match chain.chain_mode() {
+            ChainMode::InOrder => 0,
+            ChainMode::ChargeAll => 1,
+        };
+        let checks = chain.checks();
+        let names: Vec<String> = checks.iter().map(|c| self.key_name(c.key())).collect();
+        // Consecutive checks in one slot form a group (one group when not clustered).
+        let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut start = 0;
+        for i in 1..=checks.len() {
+            let split = i == checks.len()
+                || (self.inner.conn.is_cluster()
+                    && keys::slot(&names[i]) != keys::slot(&names[start]));
+            if split {
+                groups.push(start..i);
+                start = i;
+            }
+        }
+        let mut decisions = Vec::with_capacity(checks.len());
+        let mut charged: Vec<(std::ops::Range<usize>, u64, Vec<u64>)> = Vec::new();
+        for g in groups {
+            let mut args = Vec::with_capacity(g.len() * 4);
+            for c in &checks[g.clone()] {
+                push_params(&mut args, c.key().limit(), c.cost());
+            }
+            let (now, ds) = self.run(&names[g.clone()], mode, &args).await?;
+            let refused = ds.iter().any(|d| !d.is_allowed());
+            decisions.extend(ds);
+            if refused && mode == 0 {
+                // Give back what earlier groups took; report them as uncharged.
+                for (range, at, args) in charged.iter().rev() {
+                    self.refund(&names[range.clone()], *at, args).await;
+                    for (i, d) in decisions[range.clone()].iter_mut().enumerate() {
+                        let check = &checks[range.start + i];
+                        *d = Decision::from_parts(
+                            d.outcome(),
+                            d.limit(),
+                            d.remaining().saturating_add(check.cost()).min(d.limit()),
+                            u64::try_from(d.reset_after().as_micros()).unwrap_or(u64::MAX),
+                            0,
+                            u64::try_from(d.window().as_micros()).unwrap_or(u64::MAX),
+                        );
+                    }
+                }
+                break;
+            }
+            charged.push((g, now, args));
+        }
+        Ok(ChainDecision::new(decisions))
+    }
+}
+
+impl Store for RedisStore {
+    async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
+        if chain.is_empty() {
+            return Ok(ChainDecision::new(Vec::new()));
+        }
+        self.check_chain(chain).await
+    }
+
+    async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
+        let mut args = Vec::with_capacity(4);
+        push_params(&mut args, check.key().limit(), check.cost());
+        let (_, mut ds) = self.run(&[self.key_name(check.key())], 2, &args).await?;
+        ds.pop().ok_or_else(bad_answer)
+    }
+
+    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
+        let mut args = Vec::with_capacity(4);
+        push_params(&mut args, key.limit(), 0);
+        let (_, mut ds) = self.run(&[self.key_name(key)], 0, &args).await?;
+        ds.pop().ok_or_else(bad_answer)
+    }
+
+    async fn reset(&self, key: &Key) -> Result<(), StoreError> {
+        let name = self.key_name(key);
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(&name);
+        self.inner
+            .conn
+            .query::<Value>(&cmd, &name)
+            .await
+            .map_err(store_error)?;
+        Ok(())
+    }
+}

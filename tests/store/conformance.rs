@@ -1,0 +1,230 @@
+//! The same cases, the same expected decisions, on every store.
+
+use std::time::Duration;
+
+use rate_limit_core::{AnyStore, Chain, Check, Limit, MemoryStore, Outcome, Principal, Store};
+use rate_limit_tests::redis::{RedisCluster, RedisServer};
+
+use crate::support::{align, cluster, run, standalone};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn every_algorithm(tag: &str, quota: u64) -> Vec<Limit> {
+    vec![
+        Limit::fixed_window(&format!("{tag}-fixed"), quota, MINUTE).unwrap(),
+        Limit::sliding_window(&format!("{tag}-sliding"), quota, MINUTE).unwrap(),
+        Limit::sliding_log(&format!("{tag}-log"), quota, MINUTE).unwrap(),
+        Limit::token_bucket(&format!("{tag}-bucket"), quota, quota, MINUTE).unwrap(),
+    ]
+}
+
+async fn counting(store: &AnyStore) {
+    for limit in every_algorithm("count", 3) {
+        let chain = Chain::new().check(&limit, Principal::user("u"));
+        let (s, ds) = run(store, &chain, 5).await;
+        assert_eq!(s, "AAADD", "{}", limit.name());
+        let remaining: Vec<u64> = ds.iter().map(|d| d.decisions()[0].remaining()).collect();
+        assert_eq!(remaining, [2, 1, 0, 0, 0], "{}", limit.name());
+        let retry = ds[3].denied_by().unwrap().1.retry_after().unwrap();
+        // The sliding window may wait into the next window: up to two windows.
+        assert!(
+            retry > Duration::ZERO && retry <= 2 * MINUTE,
+            "{} {retry:?}",
+            limit.name()
+        );
+    }
+}
+
+async fn costs(store: &AnyStore) {
+    for limit in every_algorithm("cost", 5) {
+        let p = Principal::user("u");
+        let (s, _) = run(store, &Chain::new().check_cost(&limit, p.clone(), 3), 2).await;
+        assert_eq!(s, "AD", "{}", limit.name());
+        let (s, ds) = run(store, &Chain::new().check_cost(&limit, p.clone(), 6), 1).await;
+        assert_eq!(s, "N", "{}", limit.name());
+        assert_eq!(ds[0].decisions()[0].retry_after(), None);
+        let peek = store.peek(&limit.key(p)).await.unwrap();
+        assert_eq!(
+            (peek.is_allowed(), peek.remaining()),
+            (true, 2),
+            "{}",
+            limit.name()
+        );
+    }
+}
+
+async fn chains(store: &AnyStore) {
+    for (first, second) in every_algorithm("c1", 2)
+        .iter()
+        .zip(every_algorithm("c2", 10).iter())
+    {
+        let p = Principal::user("u");
+        let chain = Chain::new()
+            .check(first, p.clone())
+            .check(second, p.clone());
+        let (s, ds) = run(store, &chain, 4).await;
+        assert_eq!(s, "AADD");
+        assert_eq!(
+            ds[2].decisions().len(),
+            1,
+            "the second limit is not evaluated"
+        );
+        assert_eq!(
+            store.peek(&second.key(p)).await.unwrap().remaining(),
+            8,
+            "{}",
+            second.name()
+        );
+    }
+    for (first, second) in every_algorithm("c3", 10)
+        .iter()
+        .zip(every_algorithm("c4", 2).iter())
+    {
+        let p = Principal::user("u");
+        let chain = Chain::new()
+            .check(first, p.clone())
+            .check(second, p.clone());
+        let (s, ds) = run(store, &chain, 4).await;
+        assert_eq!(s, "AADD");
+        assert_eq!(
+            ds[3].decisions()[0].remaining(),
+            8,
+            "uncharged, {}",
+            first.name()
+        );
+        assert_eq!(
+            store.peek(&first.key(p)).await.unwrap().remaining(),
+            8,
+            "{}",
+            first.name()
+        );
+    }
+    for (first, second) in every_algorithm("c5", 2)
+        .iter()
+        .zip(every_algorithm("c6", 10).iter())
+    {
+        let p = Principal::user("u");
+        let chain = Chain::charge_all()
+            .check(first, p.clone())
+            .check(second, p.clone());
+        let (s, ds) = run(store, &chain, 3).await;
+        assert_eq!(s, "AAD");
+        assert_eq!(ds[2].decisions().len(), 2, "every limit is evaluated");
+        assert_eq!(
+            store.peek(&second.key(p)).await.unwrap().remaining(),
+            7,
+            "{}",
+            second.name()
+        );
+    }
+}
+
+async fn principals_in_different_slots(store: &AnyStore) {
+    // Different principals hash to different Cluster slots: the chain runs group by group
+    // and a refusal in a later group refunds the earlier one.
+    for (first, second) in every_algorithm("x1", 10)
+        .iter()
+        .zip(every_algorithm("x2", 1).iter())
+    {
+        let (a, b) = (
+            Principal::participant("alpha"),
+            Principal::ip([192, 0, 2, 1].into()),
+        );
+        let chain = Chain::new()
+            .check(first, a.clone())
+            .check(second, b.clone());
+        let (s, ds) = run(store, &chain, 3).await;
+        assert_eq!(s, "ADD", "{}", first.name());
+        assert_eq!(ds[2].decisions()[0].remaining(), 9, "{}", first.name());
+        assert_eq!(
+            store.peek(&first.key(a)).await.unwrap().remaining(),
+            9,
+            "refunded, {}",
+            first.name()
+        );
+    }
+}
+
+async fn overdraw_and_reset(store: &AnyStore) {
+    let tokens = Limit::token_bucket("tokens", 100, 100, MINUTE).unwrap();
+    let key = tokens.key(Principal::user("u"));
+    let d = store.charge(&Check::new(key.clone(), 250)).await.unwrap();
+    assert!(!d.is_allowed());
+    let peek = store.peek(&key).await.unwrap();
+    assert_eq!(peek.outcome(), Outcome::Denied);
+    let wait = peek.retry_after().unwrap();
+    // 250 tokens from a bucket of 100: debt stops at one full bucket (100 × 0.6 s).
+    assert!(
+        wait > Duration::from_secs(59) && wait <= Duration::from_secs(60),
+        "{wait:?}"
+    );
+    store.reset(&key).await.unwrap();
+    assert_eq!(store.peek(&key).await.unwrap().remaining(), 100);
+}
+
+async fn rollover_and_exact_retry(store: &AnyStore) {
+    let second = Duration::from_secs(1);
+    let fixed = Limit::fixed_window("roll-fixed", 2, second).unwrap();
+    align(second, Duration::from_millis(50)).await;
+    let chain = Chain::new().check(&fixed, Principal::user("u"));
+    let (s, ds) = run(store, &chain, 3).await;
+    assert_eq!(s, "AAD");
+    let retry = ds[2].denied_by().unwrap().1.retry_after().unwrap();
+    assert!(retry <= Duration::from_millis(950), "{retry:?}");
+    tokio::time::sleep(retry).await;
+    assert_eq!(
+        run(store, &chain, 1).await.0,
+        "A",
+        "the next window starts on the boundary"
+    );
+    for limit in [
+        Limit::sliding_window("short-sliding", 2, second).unwrap(),
+        Limit::sliding_log("short-log", 2, second).unwrap(),
+        Limit::token_bucket("short-bucket", 2, 4, second).unwrap(),
+    ] {
+        let chain = Chain::new().check(&limit, Principal::user("u"));
+        let (s, ds) = run(store, &chain, 3).await;
+        assert_eq!(s, "AAD", "{}", limit.name());
+        let retry = ds[2].denied_by().unwrap().1.retry_after().unwrap();
+        tokio::time::sleep(retry).await;
+        assert_eq!(
+            run(store, &chain, 1).await.0,
+            "A",
+            "{} after {retry:?}",
+            limit.name()
+        );
+    }
+}
+
+async fn suite(store: &AnyStore) {
+    counting(store).await;
+    costs(store).await;
+    chains(store).await;
+    principals_in_different_slots(store).await;
+    overdraw_and_reset(store).await;
+    rollover_and_exact_retry(store).await;
+}
+
+#[tokio::test]
+async fn conformance_memory() {
+    suite(&AnyStore::Memory(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn conformance_standalone_redis() {
+    let server = RedisServer::start();
+    suite(&standalone(&server.url())).await;
+    assert!(crate::redis_only::assert_key_hygiene(&server, 121_000) > 0);
+}
+
+#[tokio::test]
+async fn conformance_redis_cluster() {
+    let c = RedisCluster::start();
+    suite(&cluster(&c.urls())).await;
+    let keys: usize = c
+        .nodes()
+        .iter()
+        .map(|node| crate::redis_only::assert_key_hygiene(node, 121_000))
+        .sum();
+    assert!(keys > 0);
+}

@@ -1,0 +1,146 @@
+//! Faults: a flushed script cache, a killed server, a server down at start, a blackhole,
+//! a paused server.
+
+use std::time::Duration;
+
+use rate_limit_core::{
+    Answer, AnyStore, Chain, FailurePolicy, FailureReason, Limit, Limiter, Principal, RedisStore,
+    Store, StoreErrorKind,
+};
+use rate_limit_tests::redis::{RedisServer, free_port};
+use tokio::time::Instant;
+
+use crate::support::standalone;
+
+fn chain(name: &str, quota: u64) -> (Limit, Chain) {
+    let l = Limit::fixed_window(name, quota, Duration::from_secs(60)).unwrap();
+    let c = Chain::new().check(&l, Principal::user("u"));
+    (l, c)
+}
+
+/// Retries a check until it works (the store reconnects by itself), at most `for_`.
+async fn until_ok(store: &AnyStore, chain: &Chain, for_: Duration) -> bool {
+    let deadline = Instant::now() + for_;
+    while Instant::now() < deadline {
+        if store.check(chain).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_flushed_script_cache_costs_no_check() {
+    let server = RedisServer::start();
+    let store = standalone(&server.url());
+    let (_, c) = chain("flush", 1_000);
+    for i in 0..100 {
+        if i == 50 {
+            server.cli(&["SCRIPT", "FLUSH"]);
+        }
+        assert!(store.check(&c).await.unwrap().is_allowed(), "check {i}");
+    }
+    // The health check runs the script path, so it heals an empty cache too.
+    server.cli(&["SCRIPT", "FLUSH"]);
+    let AnyStore::Redis(redis) = &store else {
+        unreachable!()
+    };
+    redis.health().await.unwrap();
+    assert!(server.cli(&["SCRIPT", "EXISTS", "x"]).contains('0'));
+}
+
+#[tokio::test]
+async fn a_killed_server_fails_fast_and_is_used_again_when_it_returns() {
+    let mut server = RedisServer::start();
+    let store = standalone(&server.url());
+    let (_, c) = chain("killed", 1_000);
+    assert!(store.check(&c).await.is_ok());
+    server.kill();
+    let t0 = Instant::now();
+    let err = store.check(&c).await.unwrap_err();
+    assert!(
+        t0.elapsed() < Duration::from_millis(750),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_ne!(
+        err.kind(),
+        StoreErrorKind::TimedOut,
+        "refused at once, not waited for"
+    );
+    server.restart();
+    assert!(
+        until_ok(&store, &c, Duration::from_secs(5)).await,
+        "no reconnect"
+    );
+}
+
+#[tokio::test]
+async fn a_store_built_while_redis_is_down_works_once_it_is_up() {
+    let port = free_port();
+    let store = standalone(&format!("redis://127.0.0.1:{port}/"));
+    let (_, c) = chain("late", 1_000);
+    let t0 = Instant::now();
+    let err = store.check(&c).await.unwrap_err();
+    assert!(err.kind().is_retryable(), "{:?}", err.kind());
+    assert!(t0.elapsed() < Duration::from_millis(750));
+    let _server = RedisServer::start_with(port, &[]);
+    assert!(until_ok(&store, &c, Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
+async fn a_blackhole_is_an_error_within_the_timeout() {
+    // Accepts connections and never answers.
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = hole.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = hole.accept().await {
+            held.push(s);
+        }
+    });
+    let store = standalone(&format!("redis://{addr}/"));
+    let limiter = Limiter::new(store);
+    let (_, c) = chain("hole", 10);
+    let t0 = Instant::now();
+    let answer = limiter.check(&c, FailurePolicy::Closed).await;
+    assert!(
+        t0.elapsed() <= Duration::from_millis(750),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(matches!(answer, Answer::Closed { .. }), "{answer:?}");
+}
+
+#[tokio::test]
+async fn a_paused_server_times_out_and_the_count_moves_exactly_once() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url()).build().unwrap();
+    redis.health().await.unwrap();
+    let store = AnyStore::Redis(redis);
+    let limiter = Limiter::builder(store.clone())
+        .timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let (limit, c) = chain("paused", 10);
+    server.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
+    let answer = limiter.check(&c, FailurePolicy::Closed).await;
+    assert!(
+        matches!(
+            answer,
+            Answer::Closed {
+                reason: FailureReason::TimedOut,
+                ..
+            }
+        ),
+        "{answer:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let d = store.peek(&limit.key(Principal::user("u"))).await.unwrap();
+    assert_eq!(
+        d.remaining(),
+        9,
+        "applied once after the pause: not lost, not replayed"
+    );
+}

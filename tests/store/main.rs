@@ -1,0 +1,9 @@
+//! Every store, one behaviour: the conformance suite against the memory store, a
+//! standalone `redis-server` and a three-master Redis Cluster that the tests start; then
+//! what only Redis can get wrong (key hygiene, one command per chain, faults).
+
+mod conformance;
+mod exactness;
+mod faults;
+mod redis_only;
+mod support;

@@ -1,0 +1,221 @@
+//! What only Redis can get wrong: key hygiene, one command per chain, corrupt or foreign
+//! state, the server's clock, de-duplication, the eviction policy.
+
+use std::time::Duration;
+
+use rate_limit_core::{
+    AnyStore, Chain, Limit, Outcome, Principal, PrincipalKind, RedisStore, Store,
+};
+use rate_limit_tests::redis::RedisServer;
+
+use crate::support::standalone;
+
+/// Every key: a TTL above zero and at most `max_ms`; a name of at most 200 bytes.
+/// Returns how many keys the server holds.
+pub(crate) fn assert_key_hygiene(server: &RedisServer, max_ms: i64) -> usize {
+    let keys = server.cli(&["--scan"]);
+    let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+    let n = keys.len();
+    for k in keys {
+        assert!(k.len() <= 200, "{} bytes: {k}", k.len());
+        let ttl: i64 = server.cli(&["PTTL", k]).trim().parse().unwrap();
+        assert!(ttl > 0 && ttl <= max_ms, "{k}: PTTL {ttl}");
+    }
+    n
+}
+
+#[tokio::test]
+async fn keys_stay_short_and_literal_input_stays_literal() {
+    let server = RedisServer::start();
+    let store = standalone(&server.url());
+    let l = Limit::fixed_window("hygiene", 5, Duration::from_secs(60)).unwrap();
+    let before: u64 = server.cli(&["DBSIZE"]).trim().parse().unwrap();
+    for p in [
+        Principal::user(vec![b'x'; 1 << 20]),
+        Principal::user("\r\n*1\r\n$8\r\nFLUSHALL\r\n"),
+        Principal::user("{tag}"),
+        Principal::user("a:b"),
+        Principal::new(PrincipalKind::Participant, "p1"),
+    ] {
+        assert!(
+            store
+                .check(&Chain::new().check(&l, p))
+                .await
+                .unwrap()
+                .is_allowed()
+        );
+    }
+    let after: u64 = server.cli(&["DBSIZE"]).trim().parse().unwrap();
+    assert_eq!(
+        after - before,
+        5,
+        "each request wrote its own key and nothing else"
+    );
+    assert!(assert_key_hygiene(&server, 61_000) >= 5);
+}
+
+#[tokio::test]
+async fn a_four_limit_chain_over_four_principals_is_one_evalsha() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url()).build().unwrap();
+    redis.health().await.unwrap(); // loads the script
+    let store = AnyStore::Redis(redis);
+    let minute = Duration::from_secs(60);
+    let limits = [
+        Limit::sliding_window("burst", 1_000, minute).unwrap(),
+        Limit::fixed_window("visitor-game", 1_000, Duration::from_secs(86_400)).unwrap(),
+        Limit::fixed_window("game", 1_000, Duration::from_secs(86_400)).unwrap(),
+        Limit::fixed_window("everyone", 1_000, Duration::from_secs(86_400)).unwrap(),
+    ];
+    let chain = Chain::new()
+        .check(&limits[0], Principal::ip([198, 51, 100, 7].into()))
+        .check(
+            &limits[1],
+            Principal::composite(PrincipalKind::custom("vg").unwrap(), ["198.51.100.7", "g1"]),
+        )
+        .check(
+            &limits[2],
+            Principal::new(PrincipalKind::custom("game").unwrap(), "g1"),
+        )
+        .check(&limits[3], Principal::global());
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    for _ in 0..50 {
+        assert!(store.check(&chain).await.unwrap().is_allowed());
+    }
+    let stats = server.cli(&["INFO", "commandstats"]);
+    let calls: Vec<(String, u64)> = stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .map(|l| {
+            let (name, rest) = l.split_once(':').unwrap();
+            let calls = rest
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))
+                .unwrap();
+            (name.to_owned(), calls.parse().unwrap())
+        })
+        .collect();
+    // The client sent EVALSHA only; Redis also counts the commands the script runs inside
+    // (GET, SET, TIME), which are not round trips.
+    let count = |n: &str| calls.iter().find(|(c, _)| c == n).map_or(0, |(_, k)| *k);
+    assert_eq!(count("evalsha"), 50, "{stats}");
+    for (name, _) in &calls {
+        assert!(
+            matches!(
+                name.as_str(),
+                "evalsha" | "get" | "set" | "time" | "config|resetstat"
+            ),
+            "unexpected command {name}: {stats}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url()).build().unwrap();
+    let minute = Duration::from_secs(60);
+    let limits = [
+        Limit::fixed_window("c-fixed", 3, minute).unwrap(),
+        Limit::sliding_window("c-sliding", 3, minute).unwrap(),
+        Limit::sliding_log("c-log", 3, minute).unwrap(),
+        Limit::token_bucket("c-bucket", 3, 3, minute).unwrap(),
+    ];
+    for (i, limit) in limits.iter().enumerate() {
+        for (j, seed) in [
+            ["SET", "abc"],
+            ["SET", "9e15"],
+            ["SET", "1 2 3 4 5"],
+            ["HSET", "f"],
+        ]
+        .iter()
+        .enumerate()
+        {
+            let p = Principal::user(format!("u{i}{j}"));
+            let name = redis.key_name(&limit.key(p.clone()));
+            if seed[0] == "HSET" {
+                server.cli(&["HSET", &name, "f", "v"]);
+            } else {
+                server.cli(&["SET", &name, seed[1]]);
+            }
+            let d = redis.check(&Chain::new().check(limit, p)).await.unwrap();
+            let decision = d.decisions()[0];
+            match decision.outcome() {
+                Outcome::Allowed => {}
+                // A time from the future may count as debt, but never a huge wait.
+                _ => assert!(
+                    decision.retry_after().unwrap() <= Duration::from_secs(120),
+                    "{limit:?} {seed:?}"
+                ),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn retry_after_comes_from_the_redis_clock() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url()).build().unwrap();
+    let hour = Duration::from_secs(3_600);
+    let limit = Limit::fixed_window("skew", 5, hour).unwrap();
+    let key = redis.key_name(&limit.key(Principal::user("u")));
+    // Seed a full window for the server's current hour, by the server's own clock.
+    let time = server.cli(&["TIME"]);
+    let mut parts = time.lines().map(|l| l.trim().parse::<u64>().unwrap());
+    let now = parts.next().unwrap() * 1_000_000 + parts.next().unwrap();
+    let w = 3_600_000_000u64;
+    let window = now / w;
+    server.cli(&["SET", &key, &format!("{window} 5"), "PX", "3600000"]);
+    let d = redis
+        .check(&Chain::new().check(&limit, Principal::user("u")))
+        .await
+        .unwrap();
+    let retry = d.denied_by().unwrap().1.retry_after().unwrap();
+    let expected = Duration::from_micros((window + 1) * w - now);
+    assert!(
+        retry <= expected && expected - retry < Duration::from_secs(2),
+        "{retry:?} vs {expected:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhook_deliveries_are_processed_once_across_instances() {
+    let server = RedisServer::start();
+    let a = RedisStore::builder(server.url()).build().unwrap();
+    let b = RedisStore::builder(server.url()).build().unwrap();
+    let day = Duration::from_secs(86_400);
+    let mut tasks = Vec::new();
+    for i in 0..32 {
+        let s = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            s.first_seen("delivery-42", day).await.unwrap()
+        }));
+    }
+    let mut firsts = 0;
+    for t in tasks {
+        firsts += u32::from(t.await.unwrap());
+    }
+    assert_eq!(firsts, 1);
+    // Processing failed: release, and the sender's retry is processed.
+    a.release("delivery-42").await.unwrap();
+    assert!(b.first_seen("delivery-42", day).await.unwrap());
+    assert!(!a.first_seen("delivery-42", day).await.unwrap());
+    let ttl: i64 = server
+        .cli(&["PTTL", "rl:{x.dedupe:delivery-42}"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(ttl > 86_000_000 && ttl <= 86_400_000, "{ttl}");
+}
+
+#[tokio::test]
+async fn an_evicting_memory_policy_is_reported() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url()).build().unwrap();
+    assert_eq!(redis.check_eviction_policy().await.unwrap(), ["noeviction"]);
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]);
+    assert_eq!(
+        redis.check_eviction_policy().await.unwrap(),
+        ["volatile-lru"]
+    );
+}

@@ -1,0 +1,44 @@
+use std::time::Duration;
+
+use rate_limit_core::{AnyStore, Chain, ChainDecision, Outcome, RedisStore, Store};
+
+/// A standalone Redis store for `url`.
+pub(crate) fn standalone(url: &str) -> AnyStore {
+    AnyStore::Redis(RedisStore::builder(url).build().unwrap())
+}
+
+/// A cluster store for `urls`.
+pub(crate) fn cluster(urls: &[String]) -> AnyStore {
+    AnyStore::Redis(
+        RedisStore::cluster_builder(urls.iter().cloned())
+            .build()
+            .unwrap(),
+    )
+}
+
+/// Outcomes of `n` checks as letters: A(llowed), D(enied), N(ever fits).
+pub(crate) async fn run(store: &AnyStore, chain: &Chain, n: usize) -> (String, Vec<ChainDecision>) {
+    let mut s = String::new();
+    let mut all = Vec::new();
+    for _ in 0..n {
+        let d = store.check(chain).await.expect("the store answers");
+        s.push(match d.denied_by().map(|(_, d)| d.outcome()) {
+            None => 'A',
+            Some(Outcome::Denied) => 'D',
+            Some(_) => 'N',
+        });
+        all.push(d);
+    }
+    (s, all)
+}
+
+/// Sleeps until `offset` past the next whole multiple of `window` (real time).
+pub(crate) async fn align(window: Duration, offset: Duration) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let w = window.as_micros();
+    let wait = w - now % w + offset.as_micros();
+    tokio::time::sleep(Duration::from_micros(u64::try_from(wait).unwrap())).await;
+}
