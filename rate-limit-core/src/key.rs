@@ -55,6 +55,17 @@ fn sip_keys() -> (u64, u64) {
     })
 }
 
+/// A process-local 128-bit identity of `bytes` under `domain` (same keyed PRF as keys).
+pub(crate) fn local_digest(domain: &[u8], bytes: &[u8]) -> [u64; 2] {
+    let (k0, k1) = sip_keys();
+    let mut h = SipHasher13::new_with_keys(k0, k1);
+    h.write(domain);
+    h.write_u8(0xff);
+    h.write(bytes);
+    let d = h.finish128();
+    [d.h1, d.h2]
+}
+
 impl Key {
     /// The key of `principal` under `limit` (also [`Limit::key`]).
     pub fn new(limit: Limit, principal: Principal) -> Self {

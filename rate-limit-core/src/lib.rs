@@ -51,4 +51,4 @@ pub use limiter::{Answer, FailurePolicy, FailureReason, Limiter, LimiterBuilder}
 pub use principal::{MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, Principal, PrincipalKind};
 #[cfg(feature = "redis")]
 pub use store::RedisStore;
-pub use store::{AnyStore, BoxStore, MemoryStore, Store, StoreError, StoreErrorKind};
+pub use store::{AnyStore, BoxStore, Dedupe, MemoryStore, Store, StoreError, StoreErrorKind};

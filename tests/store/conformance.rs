@@ -220,7 +220,16 @@ async fn conformance_standalone_redis() {
 #[tokio::test]
 async fn conformance_redis_cluster() {
     let c = RedisCluster::start();
-    suite(&cluster(&c.urls())).await;
+    let store = cluster(&c.urls());
+    suite(&store).await;
+    // The eviction check reads every master.
+    let AnyStore::Redis(redis) = &store else {
+        unreachable!()
+    };
+    assert_eq!(
+        redis.check_eviction_policy().await.unwrap(),
+        ["noeviction"; 3]
+    );
     let keys: usize = c
         .nodes()
         .iter()

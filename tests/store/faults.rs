@@ -144,3 +144,48 @@ async fn a_paused_server_times_out_and_the_count_moves_exactly_once() {
         "applied once after the pause: not lost, not replayed"
     );
 }
+
+#[tokio::test]
+async fn a_busy_server_is_a_store_error_and_is_not_retried() {
+    let server = RedisServer::start_with(free_port(), &["--busy-reply-threshold", "50"]);
+    let store = standalone(&server.url());
+    let (_, c) = chain("busy", 10);
+    assert!(store.check(&c).await.is_ok());
+    // A long script on a side connection makes Redis answer BUSY to everyone else.
+    let port = server.port().to_string();
+    let mut side = std::process::Command::new("redis-cli")
+        .args(["-p", &port, "EVAL", "while true do end", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let err = store.check(&c).await.unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Rejected, "{err}");
+    assert!(
+        !err.kind().is_retryable(),
+        "no retry storm against a busy server"
+    );
+    server.cli(&["SCRIPT", "KILL"]);
+    let _ = side.wait();
+    assert!(until_ok(&store, &c, Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
+async fn out_of_memory_under_noeviction_is_a_store_error() {
+    let server = RedisServer::start();
+    let store = standalone(&server.url());
+    let (_, c) = chain("oom", 10);
+    assert!(store.check(&c).await.is_ok());
+    // Over the limit for good: fill ~1 MB, then set maxmemory below what is used.
+    let filler = "x".repeat(64 * 1024);
+    for i in 0..16 {
+        server.cli(&["SET", &format!("filler-{i}"), &filler]);
+    }
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    server.cli(&["CONFIG", "SET", "maxmemory", "256kb"]);
+    let err = store.check(&c).await.unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Rejected, "{err}");
+    server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert!(store.check(&c).await.is_ok());
+}

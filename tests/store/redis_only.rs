@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use rate_limit_core::{
-    AnyStore, Chain, Limit, Outcome, Principal, PrincipalKind, RedisStore, Store,
+    AnyStore, Chain, Dedupe, Limit, MemoryStore, Outcome, Principal, PrincipalKind, RedisStore,
+    Store,
 };
 use rate_limit_tests::redis::RedisServer;
 
@@ -218,4 +219,33 @@ async fn an_evicting_memory_policy_is_reported() {
         redis.check_eviction_policy().await.unwrap(),
         ["volatile-lru"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_memory_store_deduplicates_too() {
+    let store = MemoryStore::new();
+    let day = Duration::from_secs(86_400);
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.first_seen("d-1", day).await.unwrap()
+        }));
+    }
+    let mut firsts = 0;
+    for t in tasks {
+        firsts += u32::from(t.await.unwrap());
+    }
+    assert_eq!(firsts, 1);
+    store.release("d-1").await.unwrap();
+    assert!(store.first_seen("d-1", day).await.unwrap());
+    // Expired ids are seen afresh.
+    assert!(
+        store
+            .first_seen("short", Duration::from_millis(1))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(store.first_seen("short", day).await.unwrap());
 }

@@ -12,6 +12,7 @@ use crate::chain::{Chain, Check};
 use crate::decision::{ChainDecision, Decision};
 use crate::key::Key;
 
+mod dedupe;
 mod error;
 pub mod memory;
 #[cfg(feature = "redis")]
@@ -19,6 +20,7 @@ pub mod redis;
 
 #[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
+pub use dedupe::Dedupe;
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 

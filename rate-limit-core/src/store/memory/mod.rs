@@ -26,7 +26,8 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::Key;
 use crate::limit::Params;
 
-use super::{Store, StoreError};
+use super::{Dedupe, Store, StoreError};
+use crate::key::local_digest;
 
 mod shard;
 
@@ -69,6 +70,8 @@ struct Inner {
     max_keys: usize,
     sweep_every: u32,
     evictions: AtomicU64,
+    /// Delivery ids for [`Dedupe`]: id digest → expiry (µs).
+    dedupe: Mutex<std::collections::HashMap<[u64; 2], u64>>,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -147,6 +150,7 @@ impl MemoryStoreBuilder {
                 max_keys: self.max_keys,
                 sweep_every,
                 evictions: AtomicU64::new(0),
+                dedupe: Mutex::new(std::collections::HashMap::new()),
             }),
         })
     }
@@ -367,6 +371,43 @@ impl MemoryStore {
     fn reset_now(&self, key: &Key) {
         let digest = key.digest();
         lock(&self.inner.shards[self.shard_of(&digest)]).remove(&digest);
+    }
+}
+
+impl Dedupe for MemoryStore {
+    async fn first_seen(&self, id: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let now = self.inner.clock.now_micros();
+        let until = now.saturating_add(u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX));
+        let d = local_digest(b"dedupe", id.as_bytes());
+        let mut map = self
+            .inner
+            .dedupe
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if map.get(&d).is_some_and(|&exp| exp > now) {
+            return Ok(false);
+        }
+        if map.len() >= self.inner.max_keys {
+            // Bounded like the counters: expired ids go first, then the oldest.
+            map.retain(|_, exp| *exp > now);
+            if map.len() >= self.inner.max_keys
+                && let Some(oldest) = map.iter().min_by_key(|(_, e)| **e).map(|(k, _)| *k)
+            {
+                map.remove(&oldest);
+            }
+        }
+        map.insert(d, until);
+        Ok(true)
+    }
+
+    async fn release(&self, id: &str) -> Result<(), StoreError> {
+        let d = local_digest(b"dedupe", id.as_bytes());
+        self.inner
+            .dedupe
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&d);
+        Ok(())
     }
 }
 

@@ -1,3 +1,4 @@
+#!lua
 -- rate-limit: check a chain of limits atomically. A line-for-line port of
 -- rate-limit-core's algorithms (src/algorithm/*.rs); keep the two in step.
 --

@@ -33,7 +33,7 @@ use crate::decision::{ChainDecision, Decision, Outcome};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::Key;
 use crate::limit::{Limit, Params, is_name_byte};
-use crate::store::{Store, StoreError, StoreErrorKind};
+use crate::store::{Dedupe, Store, StoreError, StoreErrorKind};
 
 mod conn;
 mod keys;
@@ -156,10 +156,21 @@ fn classify(e: &RedisError) -> StoreErrorKind {
         StoreErrorKind::Indeterminate
     } else {
         match e.kind() {
-            ErrorKind::Server(ServerErrorKind::BusyLoading | ServerErrorKind::NoScript) => {
-                StoreErrorKind::NotExecuted
-            }
+            ErrorKind::Server(ServerErrorKind::NoScript) => StoreErrorKind::NotExecuted,
+            // A generic ERR may come from a script that failed part-way.
+            ErrorKind::Server(ServerErrorKind::ResponseError) => StoreErrorKind::Indeterminate,
+            // MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY…: refused before running.
             ErrorKind::Server(_) => StoreErrorKind::Rejected,
+            ErrorKind::Extension
+                if e.code().is_some_and(|c| {
+                    matches!(
+                        c,
+                        "BUSY" | "OOM" | "MISCONF" | "NOREPLICAS" | "NOPERM" | "NOAUTH"
+                    )
+                }) =>
+            {
+                StoreErrorKind::Rejected
+            }
             _ => StoreErrorKind::Indeterminate,
         }
     }
@@ -340,36 +351,6 @@ impl RedisStore {
         }
     }
 
-    /// Marks a delivery id as seen for `ttl` (`SET NX PX`): `true` the first time, `false`
-    /// for a duplicate. Release it with [`release`](Self::release) if processing fails,
-    /// so the sender's retry is processed.
-    pub async fn first_seen(&self, id: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let name = self.dedupe_key(id);
-        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(&name).arg(1).arg("NX").arg("PX").arg(ms);
-        let v: Value = self
-            .inner
-            .conn
-            .query(&cmd, &name)
-            .await
-            .map_err(store_error)?;
-        Ok(!matches!(v, Value::Nil))
-    }
-
-    /// Forgets a delivery id, so it is processed again.
-    pub async fn release(&self, id: &str) -> Result<(), StoreError> {
-        let name = self.dedupe_key(id);
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(&name);
-        self.inner
-            .conn
-            .query::<Value>(&cmd, &name)
-            .await
-            .map_err(store_error)?;
-        Ok(())
-    }
-
     fn dedupe_key(&self, id: &str) -> String {
         let p = crate::principal::Principal::new(
             crate::PrincipalKind::custom("dedupe").unwrap_or(crate::PrincipalKind::Global),
@@ -428,6 +409,36 @@ impl RedisStore {
             charged.push((g, now, args));
         }
         Ok(ChainDecision::new(decisions))
+    }
+}
+
+impl Dedupe for RedisStore {
+    /// `SET NX PX`.
+    async fn first_seen(&self, id: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let name = self.dedupe_key(id);
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&name).arg(1).arg("NX").arg("PX").arg(ms);
+        let v: Value = self
+            .inner
+            .conn
+            .query(&cmd, &name)
+            .await
+            .map_err(store_error)?;
+        Ok(!matches!(v, Value::Nil))
+    }
+
+    /// `DEL`.
+    async fn release(&self, id: &str) -> Result<(), StoreError> {
+        let name = self.dedupe_key(id);
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(&name);
+        self.inner
+            .conn
+            .query::<Value>(&cmd, &name)
+            .await
+            .map_err(store_error)?;
+        Ok(())
     }
 }
 
