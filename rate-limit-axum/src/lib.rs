@@ -1,6 +1,60 @@
 //! Rate limiting for axum.
 //!
-//! axum extractors as keys and an in-handler limiter arrive with a later release; today this
-//! crate re-exports the Tower crate so that dependents can already name one path.
+//! Everything from [`rate_limit_tower`] works with axum as it is; this crate adds keys that
+//! speak axum ([`PathParam`], [`RouteTemplate`], [`client_ip`] from `ConnectInfo`), the
+//! in-handler limiter ([`HandlerLimiter`]) for principals and costs known only inside a
+//! handler, and `IntoResponse` for rejections.
+//!
+//! # Where a layer goes
+//!
+//! - `Router::layer`: a global guard; it sees every request, before routing.
+//! - `Router::route_layer`: the routes added so far; it runs after routing, so
+//!   [`PathParam`] and [`RouteTemplate`] work there.
+//! - `MethodRouter::layer`: one route (and method).
+//!
+//! All three at once, with the route's rules inside the global guard:
+//!
+//! ```
+//! use axum::{Router, routing::{get, post}};
+//! use rate_limit_axum::{PathParam, client_ip};
+//! use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
+//! use rate_limit_tower::{RateLimitLayer, Rule};
+//! use rate_limit_tower::extract::HeaderKey;
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), rate_limit_core::ConfigError> {
+//! let minute = Duration::from_secs(60);
+//! let guard = RateLimitLayer::in_memory().rule(
+//!     Rule::new(Limit::sliding_window("global-ip", 1_200, minute)?, client_ip())
+//!         .on_store_error(FailurePolicy::Memory),
+//! );
+//! let per_game = RateLimitLayer::in_memory().rule(Rule::new(
+//!     Limit::fixed_window("per-game", 500, Duration::from_secs(86_400))?,
+//!     PathParam::new("game", PrincipalKind::custom("game")?),
+//! ));
+//! let answers = RateLimitLayer::in_memory().rule(
+//!     Rule::new(
+//!         Limit::sliding_window("answers", 30, minute)?,
+//!         HeaderKey::new("x-participant-id".parse().unwrap(), PrincipalKind::Participant),
+//!     )
+//!     .on_store_error(FailurePolicy::Open),
+//! );
+//! let app: Router = Router::new()
+//!     .route("/api/games/{game}/answers", post(|| async { "ok" }).layer(answers))
+//!     .route("/api/games/{game}/state", get(|| async { "{}" }))
+//!     .route_layer(per_game)
+//!     .route("/healthz", get(|| async { "ok" }))
+//!     .layer(guard);
+//! # let _ = app; Ok(()) }
+//! ```
 
+mod extract;
+mod handler;
+
+pub use extract::{PathParam, RouteTemplate, client_ip, connect_info_peer};
+pub use handler::{Admitted, HandlerLimiter, Refused, RejectionResponse};
+
+#[doc(no_inline)]
+pub use rate_limit_core as core;
+#[doc(no_inline)]
 pub use rate_limit_tower as tower;

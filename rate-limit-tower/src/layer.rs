@@ -7,8 +7,9 @@ use http::HeaderValue;
 use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Limiter, MemoryStore};
 use tower_layer::Layer;
 
+use crate::answer::Answering;
 use crate::headers::HeaderStyle;
-use crate::response::{JsonResponder, Responder};
+use crate::response::Responder;
 use crate::rule::Rule;
 use crate::service::RateLimit;
 
@@ -47,11 +48,8 @@ pub(crate) struct Shared {
     pub(crate) mode: ChainMode,
     pub(crate) exact: Vec<String>,
     pub(crate) prefixes: Vec<String>,
-    pub(crate) redirect: Option<HeaderValue>,
-    pub(crate) style: HeaderStyle,
-    pub(crate) shadow: bool,
     pub(crate) limit_preflights: bool,
-    pub(crate) responder: Arc<dyn Responder>,
+    pub(crate) answering: Answering,
 }
 
 impl fmt::Debug for RateLimitLayer {
@@ -63,9 +61,7 @@ impl fmt::Debug for RateLimitLayer {
             .field("mode", &s.mode)
             .field("exempt", &s.exact)
             .field("exempt_prefixes", &s.prefixes)
-            .field("redirect", &s.redirect)
-            .field("style", &s.style)
-            .field("shadow", &s.shadow)
+            .field("answering", &s.answering)
             .finish_non_exhaustive()
     }
 }
@@ -82,11 +78,8 @@ impl RateLimitLayer {
                 mode: ChainMode::InOrder,
                 exact: Vec::new(),
                 prefixes: Vec::new(),
-                redirect: None,
-                style: HeaderStyle::Both,
-                shadow: false,
                 limit_preflights: false,
-                responder: Arc::new(JsonResponder),
+                answering: Answering::default(),
             }),
         }
     }
@@ -140,20 +133,20 @@ impl RateLimitLayer {
             .unwrap_or_else(|_| panic!("redirect_browsers: {path:?} is not a valid Location"));
         let path = path.split(['?', '#']).next().unwrap_or(path).to_owned();
         self.edit(|s| {
-            s.redirect = Some(location);
+            s.answering.redirect = Some(location);
             s.exact.push(path);
         })
     }
 
     /// Which rate-limit headers to send (default [`HeaderStyle::Both`]).
     pub fn headers(self, style: HeaderStyle) -> Self {
-        self.edit(|s| s.style = style)
+        self.edit(|s| s.answering.style = style)
     }
 
     /// Shadow mode: count and log what would be refused, let it through, still send the
     /// headers. For trying a limit in production before enforcing it.
     pub fn shadow(self, on: bool) -> Self {
-        self.edit(|s| s.shadow = on)
+        self.edit(|s| s.answering.shadow = on)
     }
 
     /// Whether CORS preflights (`OPTIONS` with `Access-Control-Request-Method`) are limited
@@ -164,7 +157,7 @@ impl RateLimitLayer {
 
     /// Replaces the 429 body writer.
     pub fn with_responder(self, responder: impl Responder) -> Self {
-        self.edit(|s| s.responder = Arc::new(responder))
+        self.edit(|s| s.answering.responder = Arc::new(responder))
     }
 
     /// The limiter (store, timeout, fallback) this layer counts with.

@@ -48,6 +48,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod answer;
 mod body;
 pub mod extract;
 mod future;
@@ -58,11 +59,12 @@ mod response;
 mod rule;
 mod service;
 
+pub use answer::{Answering, Verdict};
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
 pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};
 pub use layer::RateLimitLayer;
-pub use response::{JsonResponder, Responder};
+pub use response::{JsonResponder, Responder, rejection_response};
 pub use rule::Rule;
 pub use service::RateLimit;
 

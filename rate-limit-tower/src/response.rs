@@ -83,8 +83,9 @@ pub(crate) fn redirect(location: &HeaderValue) -> Response<Bytes> {
     r
 }
 
-/// An extractor's rejection.
-pub(crate) fn rejection(r: &Rejection) -> Response<Bytes> {
+/// An extractor's rejection as a response: its status, JSON `{"error": ..., "code": ...}`,
+/// and `WWW-Authenticate` for a 401. The layer answers rejections with it.
+pub fn rejection_response(r: &Rejection) -> Response<Bytes> {
     let body = format!(
         "{{\"error\":{},\"code\":{}}}",
         json_string(r.message()),

@@ -9,11 +9,11 @@ use http::{HeaderMap, Method, Request, Response};
 use rate_limit_core::{Answer, Chain, Check};
 use tower_service::Service;
 
+use crate::answer::Verdict;
 use crate::body::ResponseBody;
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::headers::{self, RateLimitInfo};
 use crate::layer::Shared;
-use crate::metrics;
 use crate::response;
 
 /// The rate-limiting service made by [`RateLimitLayer`](crate::RateLimitLayer).
@@ -82,64 +82,9 @@ impl Shared {
 
     /// Turns the limiter's answer into what the service does next.
     pub(crate) fn next(&self, answer: Answer, ctx: Ctx) -> Next {
-        if let Some(reason) = answer.failure() {
-            let policy = match &answer {
-                Answer::Memory { .. } => "memory",
-                Answer::Open(_) => "open",
-                _ => "closed",
-            };
-            for n in &self.names {
-                metrics::count2("rate_limit_store_error_total", n, "reason", reason.as_str());
-                metrics::count2("rate_limit_fallback_total", n, "policy", policy);
-            }
-        }
-        match answer {
-            Answer::Store(d) | Answer::Memory { decision: d, .. } => {
-                let Some(info) = RateLimitInfo::from_chain(&self.names, &d) else {
-                    return Next::Proceed(None);
-                };
-                if d.is_allowed() {
-                    for n in &self.names {
-                        metrics::count("rate_limit_allowed_total", n);
-                    }
-                    return Next::Proceed(Some(info));
-                }
-                let denied = info
-                    .denied_by()
-                    .cloned()
-                    .unwrap_or_else(|| info.headline().clone());
-                if self.shadow {
-                    metrics::count("rate_limit_shadow_limited_total", denied.name());
-                    tracing::info!(
-                        name: "rate_limit.shadow_limited",
-                        limit = denied.name(),
-                        "shadow mode: this request would have been refused"
-                    );
-                    return Next::Proceed(Some(info.shadow()));
-                }
-                metrics::count("rate_limit_limited_total", denied.name());
-                let retry = denied.retry_after_secs();
-                let mut resp = match (&self.redirect, ctx.wants_html, retry) {
-                    (Some(page), true, Some(_)) => response::redirect(page),
-                    _ => {
-                        let mut r = self.responder.limited(&denied);
-                        info.write(self.style, r.headers_mut());
-                        r.extensions_mut().insert(info);
-                        r
-                    }
-                };
-                if let Some(secs) = retry {
-                    resp.headers_mut()
-                        .insert(http::header::RETRY_AFTER, headers::retry_after(secs));
-                }
-                Next::Respond(resp)
-            }
-            Answer::Open(_) => Next::Proceed(None),
-            Answer::Closed { retry_after, .. } => {
-                Next::Respond(response::unavailable(headers::ceil_secs(retry_after)))
-            }
-            // `Answer` is non-exhaustive; a kind this version does not know fails closed.
-            _ => Next::Respond(response::unavailable(1)),
+        match self.answering.verdict(answer, &self.names, ctx.wants_html) {
+            Verdict::Proceed(info) => Next::Proceed(info),
+            Verdict::Respond(resp) => Next::Respond(resp),
         }
     }
 
@@ -156,7 +101,7 @@ impl Shared {
             (mine, theirs) => mine.or(theirs),
         };
         if let Some(info) = merged {
-            info.write(self.style, resp.headers_mut());
+            info.write(self.answering.style, resp.headers_mut());
             resp.extensions_mut().insert(info);
         }
         if ctx.origin {
@@ -193,7 +138,7 @@ where
             match rule.key.extract(&parts) {
                 Ok(p) => chain.push(Check::new(rule.limit.key(p), rule.cost)),
                 Err(rejection) => {
-                    let mut resp = response::rejection(&rejection);
+                    let mut resp = response::rejection_response(&rejection);
                     if ctx.origin {
                         headers::expose(resp.headers_mut());
                     }

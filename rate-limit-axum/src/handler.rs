@@ -1,0 +1,163 @@
+//! The in-handler limiter: for principals or costs known only inside the handler.
+
+use std::convert::Infallible;
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
+use http::request::Parts;
+use rate_limit_core::{AnyStore, Chain, Check, Decision, FailurePolicy, FailureReason, Limiter};
+use rate_limit_tower::extract::Rejection;
+use rate_limit_tower::{Answering, RateLimitInfo, Verdict};
+
+/// Checks limits from inside a handler, with the same limiter, timeout and failure
+/// policies as the layer, and the same answers. Take it from state:
+///
+/// ```
+/// use axum::{Json, Router, extract::State, routing::post};
+/// use rate_limit_axum::{Admitted, HandlerLimiter, Refused};
+/// use rate_limit_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
+/// use std::time::Duration;
+///
+/// #[derive(Clone)]
+/// struct App { limiter: HandlerLimiter, per_account: Limit }
+///
+/// impl axum::extract::FromRef<App> for HandlerLimiter {
+///     fn from_ref(app: &App) -> Self { app.limiter.clone() }
+/// }
+///
+/// async fn sign_in(
+///     State(app): State<App>,
+///     limiter: HandlerLimiter,
+///     Json(email): Json<String>,
+/// ) -> Result<(Admitted, &'static str), Refused> {
+///     let chain = Chain::new().check(&app.per_account,
+///         Principal::personal(PrincipalKind::User, email.to_lowercase()));
+///     let admitted = limiter.check(&chain, FailurePolicy::Closed).await?;
+///     Ok((admitted, "welcome"))
+/// }
+///
+/// # fn main() -> Result<(), rate_limit_core::ConfigError> {
+/// let app = App {
+///     limiter: HandlerLimiter::new(Limiter::new(AnyStore::Memory(MemoryStore::new()))),
+///     per_account: Limit::sliding_log("sign-in-account", 5, Duration::from_secs(900))?,
+/// };
+/// let router: Router = Router::new().route("/auth/sign-in", post(sign_in)).with_state(app);
+/// # let _ = router; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct HandlerLimiter {
+    limiter: Limiter<AnyStore>,
+    answering: Answering,
+}
+
+impl HandlerLimiter {
+    /// A limiter answering like a layer with default settings.
+    pub fn new(limiter: Limiter<AnyStore>) -> Self {
+        Self {
+            limiter,
+            answering: Answering::new(),
+        }
+    }
+
+    /// How refusals and headers are written (share the layer's settings).
+    #[must_use]
+    pub fn answering(mut self, answering: Answering) -> Self {
+        self.answering = answering;
+        self
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Limiter<AnyStore> {
+        &self.limiter
+    }
+
+    /// Checks `chain` in one store call; `Err` is the response to send (429, or 503 when
+    /// the store is down and `policy` fails closed).
+    pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Result<Admitted, Refused> {
+        let answer = self.limiter.check(chain, policy).await;
+        match self.answering.verdict_for(answer, chain, false) {
+            Verdict::Proceed(info) => Ok(Admitted {
+                info,
+                answering: self.answering.clone(),
+            }),
+            Verdict::Respond(resp) => Err(Refused(resp.map(axum::body::Body::from))),
+        }
+    }
+
+    /// Charges a cost known only after the work (an LLM call's tokens): always applied,
+    /// overdrawing if need be, so the next checks wait for the debt. See
+    /// [`Limiter::charge`].
+    pub async fn charge(
+        &self,
+        check: &Check,
+        policy: FailurePolicy,
+    ) -> Result<Decision, FailureReason> {
+        self.limiter.charge(check, policy).await
+    }
+}
+
+impl<S> FromRequestParts<S> for HandlerLimiter
+where
+    HandlerLimiter: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = Infallible;
+
+    async fn from_request_parts(_: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self::from_ref(state))
+    }
+}
+
+/// An admitted check: return it with the response to add the rate-limit headers.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    info: Option<RateLimitInfo>,
+    answering: Answering,
+}
+
+impl Admitted {
+    /// What the limiter decided (`None` when a store failure let the request through).
+    pub fn info(&self) -> Option<&RateLimitInfo> {
+        self.info.as_ref()
+    }
+}
+
+impl IntoResponseParts for Admitted {
+    type Error = Infallible;
+
+    fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Self::Error> {
+        if let Some(info) = self.info {
+            self.answering.write(&info, res.headers_mut());
+            res.extensions_mut().insert(info);
+        }
+        Ok(res)
+    }
+}
+
+/// A refusal, ready to send: the layer's 429 (with `Retry-After` and the rate-limit
+/// headers) or 503, or an extractor's 4xx.
+#[derive(Debug)]
+pub struct Refused(Response);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        self.0
+    }
+}
+
+impl From<Rejection> for Refused {
+    fn from(r: Rejection) -> Self {
+        Self(RejectionResponse(r).into_response())
+    }
+}
+
+/// An extractor's [`Rejection`] as an axum response: its status, JSON
+/// `{"error": ..., "code": ...}`, and `WWW-Authenticate` for a 401.
+#[derive(Debug)]
+pub struct RejectionResponse(pub Rejection);
+
+impl IntoResponse for RejectionResponse {
+    fn into_response(self) -> Response {
+        rate_limit_tower::rejection_response(&self.0).map(axum::body::Body::from)
+    }
+}

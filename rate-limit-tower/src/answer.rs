@@ -1,0 +1,159 @@
+//! Turning a limiter's [`Answer`] into HTTP: shared by the layer and by handlers that
+//! check limits themselves, so both answer alike.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response};
+use rate_limit_core::{Answer, Chain};
+
+use crate::headers::{self, HeaderStyle, RateLimitInfo};
+use crate::metrics;
+use crate::response::{self, JsonResponder, Responder};
+
+/// What to do with a request once the limiter answered.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Go ahead; add these headers to the response (none when the store failed open).
+    Proceed(Option<RateLimitInfo>),
+    /// Answer with this instead: a 429, a 303 for a browser, or a 503.
+    Respond(Response<Bytes>),
+}
+
+/// How refusals and headers are written: header style, the 429 body, shadow mode, and
+/// the page browsers are sent to.
+#[derive(Clone)]
+pub struct Answering {
+    pub(crate) style: HeaderStyle,
+    pub(crate) responder: Arc<dyn Responder>,
+    pub(crate) shadow: bool,
+    pub(crate) redirect: Option<HeaderValue>,
+}
+
+impl fmt::Debug for Answering {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Answering")
+            .field("style", &self.style)
+            .field("shadow", &self.shadow)
+            .field("redirect", &self.redirect)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Answering {
+    fn default() -> Self {
+        Self {
+            style: HeaderStyle::Both,
+            responder: Arc::new(JsonResponder),
+            shadow: false,
+            redirect: None,
+        }
+    }
+}
+
+impl Answering {
+    /// JSON 429s, both header styles, no shadow mode, no browser page.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Which rate-limit headers to write.
+    #[must_use]
+    pub fn headers(mut self, style: HeaderStyle) -> Self {
+        self.style = style;
+        self
+    }
+
+    /// Replaces the 429 body writer.
+    #[must_use]
+    pub fn with_responder(mut self, responder: impl Responder) -> Self {
+        self.responder = Arc::new(responder);
+        self
+    }
+
+    /// Shadow mode: refusals are logged and counted, and let through.
+    #[must_use]
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = on;
+        self
+    }
+
+    /// The answer for `chain`, whose limits name the policies in the headers.
+    pub fn verdict_for(&self, answer: Answer, chain: &Chain, wants_html: bool) -> Verdict {
+        let names: Vec<Arc<str>> = chain
+            .checks()
+            .iter()
+            .map(|c| Arc::from(c.key().limit().name()))
+            .collect();
+        self.verdict(answer, &names, wants_html)
+    }
+
+    /// Writes `info` as headers of the configured style (and nothing else).
+    pub fn write(&self, info: &RateLimitInfo, headers: &mut HeaderMap) {
+        info.write(self.style, headers);
+    }
+
+    /// The answer, with the chain's limit names given in order.
+    pub(crate) fn verdict(&self, answer: Answer, names: &[Arc<str>], wants_html: bool) -> Verdict {
+        if let Some(reason) = answer.failure() {
+            let policy = match &answer {
+                Answer::Memory { .. } => "memory",
+                Answer::Open(_) => "open",
+                _ => "closed",
+            };
+            for n in names {
+                metrics::count2("rate_limit_store_error_total", n, "reason", reason.as_str());
+                metrics::count2("rate_limit_fallback_total", n, "policy", policy);
+            }
+        }
+        match answer {
+            Answer::Store(d) | Answer::Memory { decision: d, .. } => {
+                let Some(info) = RateLimitInfo::from_chain(names, &d) else {
+                    return Verdict::Proceed(None);
+                };
+                if d.is_allowed() {
+                    for n in names {
+                        metrics::count("rate_limit_allowed_total", n);
+                    }
+                    return Verdict::Proceed(Some(info));
+                }
+                let denied = info
+                    .denied_by()
+                    .cloned()
+                    .unwrap_or_else(|| info.headline().clone());
+                if self.shadow {
+                    metrics::count("rate_limit_shadow_limited_total", denied.name());
+                    tracing::info!(
+                        name: "rate_limit.shadow_limited",
+                        limit = denied.name(),
+                        "shadow mode: this request would have been refused"
+                    );
+                    return Verdict::Proceed(Some(info.shadow()));
+                }
+                metrics::count("rate_limit_limited_total", denied.name());
+                let retry = denied.retry_after_secs();
+                let mut resp = match (&self.redirect, wants_html, retry) {
+                    (Some(page), true, Some(_)) => response::redirect(page),
+                    _ => {
+                        let mut r = self.responder.limited(&denied);
+                        info.write(self.style, r.headers_mut());
+                        r.extensions_mut().insert(info);
+                        r
+                    }
+                };
+                if let Some(secs) = retry {
+                    resp.headers_mut()
+                        .insert(http::header::RETRY_AFTER, headers::retry_after(secs));
+                }
+                Verdict::Respond(resp)
+            }
+            Answer::Open(_) => Verdict::Proceed(None),
+            Answer::Closed { retry_after, .. } => {
+                Verdict::Respond(response::unavailable(headers::ceil_secs(retry_after)))
+            }
+            // `Answer` is non-exhaustive; a kind this version does not know fails closed.
+            _ => Verdict::Respond(response::unavailable(1)),
+        }
+    }
+}

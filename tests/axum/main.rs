@@ -1,0 +1,181 @@
+//! axum end to end: extractors as keys, route_layer with Router::layer, the in-handler
+//! limiter. Real TCP listeners, a real HTTP client.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rate_limit_axum::{Admitted, HandlerLimiter, PathParam, Refused, RouteTemplate, client_ip};
+use rate_limit_core::{
+    AnyStore, Chain, Check, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind,
+};
+use rate_limit_tests::{Server, client};
+use rate_limit_tower::{RateLimitLayer, Rule};
+use reqwest::StatusCode;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn game_kind() -> PrincipalKind {
+    PrincipalKind::custom("game").unwrap()
+}
+
+#[tokio::test]
+async fn path_params_route_templates_and_the_peer_key_requests() {
+    let per_game = RateLimitLayer::in_memory().rule(Rule::new(
+        Limit::fixed_window("per-game", 2, MINUTE).unwrap(),
+        PathParam::new("game", game_kind()),
+    ));
+    let per_route = RateLimitLayer::in_memory().rule(Rule::new(
+        Limit::fixed_window("per-route", 3, MINUTE).unwrap(),
+        RouteTemplate,
+    ));
+    let per_ip = RateLimitLayer::in_memory().rule(Rule::new(
+        Limit::fixed_window("per-ip", 100, MINUTE).unwrap(),
+        client_ip(),
+    ));
+    // route_layer covers the routes added before it: /reports/{id} only.
+    let app = Router::new()
+        .route("/reports/{id}", get(|| async { "report" }))
+        .route_layer(per_route)
+        .route("/games/{game}", get(|| async { "game" }).layer(per_game))
+        .layer(per_ip);
+    let server = Server::start(app).await.unwrap();
+    let http = client();
+    let get = |p: &str| http.get(server.url(p)).send();
+    // One budget per game: the path parameter is the key (percent-decoded).
+    assert_eq!(
+        get("/games/quiz%201").await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(get("/games/quiz 1").await.unwrap().status(), StatusCode::OK);
+    let r = get("/games/quiz%201").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(get("/games/other").await.unwrap().status(), StatusCode::OK);
+    // One budget per route template, whichever id: /reports/{id} had none so far.
+    for id in ["a", "b", "c"] {
+        assert_eq!(
+            get(&format!("/reports/{id}")).await.unwrap().status(),
+            StatusCode::OK
+        );
+    }
+    let r = get("/reports/d").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["ratelimit-limit"], "3");
+    // The global IP guard (Router::layer) counted every request, from ConnectInfo.
+    let policy = r.headers()["ratelimit"].to_str().unwrap().to_owned();
+    assert!(
+        policy.contains("\"per-ip\";r=92"),
+        "8 requests so far: {policy}"
+    );
+}
+
+#[derive(Clone)]
+struct App {
+    limiter: HandlerLimiter,
+    per_ip: Limit,
+    per_account: Limit,
+    tokens: Limit,
+}
+
+impl axum::extract::FromRef<App> for HandlerLimiter {
+    fn from_ref(app: &App) -> Self {
+        app.limiter.clone()
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct SignIn {
+    email: String,
+}
+
+async fn sign_in(
+    State(app): State<App>,
+    limiter: HandlerLimiter,
+    peer: axum::extract::ConnectInfo<std::net::SocketAddr>,
+    Json(body): Json<SignIn>,
+) -> Result<(Admitted, &'static str), Refused> {
+    // The IP and the account, known only from the body, in ONE chain: one store call.
+    let chain = Chain::new()
+        .check(&app.per_ip, Principal::ip(peer.0.ip()))
+        .check(
+            &app.per_account,
+            Principal::personal(PrincipalKind::User, body.email.to_lowercase()),
+        );
+    let admitted = limiter.check(&chain, FailurePolicy::Closed).await?;
+    Ok((admitted, "signed in"))
+}
+
+async fn ask(
+    State(app): State<App>,
+    limiter: HandlerLimiter,
+) -> Result<(Admitted, String), Refused> {
+    let user = Principal::user("asker");
+    // Check that there is room for at least one token, then charge what the call used.
+    let admitted = limiter
+        .check(
+            &Chain::new().check_cost(&app.tokens, user.clone(), 1),
+            FailurePolicy::Closed,
+        )
+        .await?;
+    let used = 2_500; // the model's reported token count
+    let _ = limiter
+        .charge(
+            &Check::new(app.tokens.key(user), used),
+            FailurePolicy::Closed,
+        )
+        .await;
+    Ok((admitted, format!("answered with {used} tokens")))
+}
+
+#[tokio::test]
+async fn the_in_handler_limiter_checks_a_chain_from_the_body_and_charges_after_the_work() {
+    let store = AnyStore::Memory(MemoryStore::new());
+    let app = App {
+        limiter: HandlerLimiter::new(Limiter::new(store)),
+        per_ip: Limit::sliding_log("sign-in-ip", 20, Duration::from_secs(900)).unwrap(),
+        per_account: Limit::sliding_log("sign-in-account", 2, Duration::from_secs(900)).unwrap(),
+        tokens: Limit::token_bucket("llm-tokens", 1_000, 1_000, MINUTE).unwrap(),
+    };
+    let router = Router::new()
+        .route("/auth/sign-in", post(sign_in))
+        .route("/api/ask", post(ask))
+        .with_state(app);
+    let server = Server::start(router).await.unwrap();
+    let http = client();
+    let sign = |email: &str| {
+        http.post(server.url("/auth/sign-in"))
+            .header("content-type", "application/json")
+            .body(format!("{{\"email\":\"{email}\"}}"))
+            .send()
+    };
+    for _ in 0..2 {
+        let r = sign("Ann@Example.com").await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers().contains_key("ratelimit-policy"));
+    }
+    // The account is limited whatever the case of its address; the layer's answer.
+    let r = sign("ann@example.com").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().contains_key("retry-after"));
+    assert_eq!(r.headers()["ratelimit-limit"], "2");
+    let body = r.text().await.unwrap();
+    assert!(body.contains("\"limit\":\"sign-in-account\""), "{body}");
+    assert_eq!(
+        sign("bob@example.com").await.unwrap().status(),
+        StatusCode::OK
+    );
+
+    // A post-hoc charge overdraws: the first call goes through, the next waits.
+    let r = http.post(server.url("/api/ask")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.text().await.unwrap(), "answered with 2500 tokens");
+    let r = http.post(server.url("/api/ask")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((60..=61).contains(&wait), "debt of one full bucket: {wait}");
+}
