@@ -22,6 +22,8 @@ pub enum ConfigErrorKind {
     StoreInvalid,
     /// A Redis URL that does not parse.
     UrlInvalid,
+    /// A running limit asked to change its algorithm.
+    AlgorithmChanged,
 }
 
 impl ConfigErrorKind {
@@ -37,6 +39,7 @@ impl ConfigErrorKind {
             Self::NameInvalid => "limit.name_invalid",
             Self::StoreInvalid => "store.invalid",
             Self::UrlInvalid => "redis.url_invalid",
+            Self::AlgorithmChanged => "limit.algorithm_changed",
         }
     }
 }

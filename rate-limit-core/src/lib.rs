@@ -27,6 +27,7 @@
 #![doc = include_str!("../ALGORITHMS.md")]
 
 mod algorithm;
+mod budget;
 mod chain;
 mod clock;
 mod decision;
@@ -39,6 +40,7 @@ pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
+pub use budget::{Budget, Spender};
 pub use chain::{Chain, ChainMode, Check};
 pub use clock::{Clock, FakeClock, SystemClock, TokioClock};
 pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};

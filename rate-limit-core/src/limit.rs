@@ -1,7 +1,8 @@
 //! Limits: a name, an algorithm and its parameters, validated at construction.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -98,21 +99,85 @@ pub struct Limit {
 
 struct Inner {
     name: Box<str>,
-    params: Params,
+    kind: AlgorithmKind,
+    /// A sequence lock over `a` and `b`: odd while a writer is between its stores.
+    seq: AtomicU64,
+    a: AtomicU64,
+    b: AtomicU64,
+    writer: Mutex<()>,
+}
+
+impl Inner {
+    fn load(&self) -> Params {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            let a = self.a.load(Ordering::Relaxed);
+            let b = self.b.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            let s2 = self.seq.load(Ordering::Relaxed);
+            if s1 == s2 && s1.is_multiple_of(2) {
+                return Params::from_parts(self.kind, a, b);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn store(&self, p: Params) {
+        let _one_writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_, a, b) = p.parts();
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.a.store(a, Ordering::Relaxed);
+        self.b.store(b, Ordering::Relaxed);
+        self.seq.store(s + 2, Ordering::Release);
+    }
+}
+
+impl Params {
+    fn parts(self) -> (AlgorithmKind, u64, u64) {
+        match self {
+            Self::Fixed { quota, window } => (AlgorithmKind::FixedWindow, quota, window),
+            Self::Sliding { quota, window } => (AlgorithmKind::SlidingWindow, quota, window),
+            Self::Log { quota, window } => (AlgorithmKind::SlidingLog, quota, window),
+            Self::Bucket { capacity, interval } => (AlgorithmKind::TokenBucket, capacity, interval),
+        }
+    }
+
+    fn from_parts(kind: AlgorithmKind, a: u64, b: u64) -> Self {
+        match kind {
+            AlgorithmKind::FixedWindow => Self::Fixed {
+                quota: a,
+                window: b,
+            },
+            AlgorithmKind::SlidingWindow => Self::Sliding {
+                quota: a,
+                window: b,
+            },
+            AlgorithmKind::SlidingLog => Self::Log {
+                quota: a,
+                window: b,
+            },
+            AlgorithmKind::TokenBucket => Self::Bucket {
+                capacity: a,
+                interval: b,
+            },
+        }
+    }
 }
 
 impl fmt::Debug for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limit")
             .field("name", &self.inner.name)
-            .field("params", &self.inner.params)
+            .field("params", &self.inner.load())
             .finish()
     }
 }
 
 impl PartialEq for Limit {
     fn eq(&self, other: &Self) -> bool {
-        self.inner.name == other.inner.name && self.inner.params == other.inner.params
+        self.inner.name == other.inner.name && self.inner.load() == other.inner.load()
     }
 }
 
@@ -196,10 +261,15 @@ fn window_params(name: &str, q: u64, window: Duration) -> Result<(u64, u64), Con
 
 impl Limit {
     fn build(name: &str, params: Params) -> Self {
+        let (kind, a, b) = params.parts();
         Self {
             inner: Arc::new(Inner {
                 name: name.into(),
-                params,
+                kind,
+                seq: AtomicU64::new(0),
+                a: AtomicU64::new(a),
+                b: AtomicU64::new(b),
+                writer: Mutex::new(()),
             }),
         }
     }
@@ -284,17 +354,12 @@ impl Limit {
 
     /// The algorithm.
     pub fn kind(&self) -> AlgorithmKind {
-        match self.inner.params {
-            Params::Fixed { .. } => AlgorithmKind::FixedWindow,
-            Params::Sliding { .. } => AlgorithmKind::SlidingWindow,
-            Params::Log { .. } => AlgorithmKind::SlidingLog,
-            Params::Bucket { .. } => AlgorithmKind::TokenBucket,
-        }
+        self.inner.kind
     }
 
     /// The quota per window, or the bucket's capacity.
     pub fn quota(&self) -> u64 {
-        match self.inner.params {
+        match self.params() {
             Params::Fixed { quota, .. }
             | Params::Sliding { quota, .. }
             | Params::Log { quota, .. } => quota,
@@ -308,7 +373,7 @@ impl Limit {
     }
 
     pub(crate) fn window_micros(&self) -> u64 {
-        match self.inner.params {
+        match self.params() {
             Params::Fixed { window, .. }
             | Params::Sliding { window, .. }
             | Params::Log { window, .. } => window,
@@ -317,7 +382,51 @@ impl Limit {
     }
 
     pub(crate) fn params(&self) -> Params {
-        self.inner.params
+        self.inner.load()
+    }
+
+    /// How many times the parameters were changed at run time (caches key on it).
+    pub fn version(&self) -> u64 {
+        self.inner.seq.load(Ordering::Acquire) / 2
+    }
+
+    /// Changes the quota (a bucket's capacity) while running: every clone of this limit,
+    /// in every layer and handler of the process, uses it from its next check. The window
+    /// (or refill rate) stays. The limit's parameters travel with every check, so stores
+    /// keep no thresholds: instances configured alike agree.
+    pub fn set_quota(&self, quota: u64) -> Result<(), ConfigError> {
+        let next = match self.params() {
+            Params::Fixed { window, .. } => {
+                Self::fixed_window(self.name(), quota, Duration::from_micros(window))?
+            }
+            Params::Sliding { window, .. } => {
+                Self::sliding_window(self.name(), quota, Duration::from_micros(window))?
+            }
+            Params::Log { window, .. } => {
+                Self::sliding_log(self.name(), quota, Duration::from_micros(window))?
+            }
+            Params::Bucket { interval, .. } => {
+                // Same refill rate: one token per `interval` µs.
+                Self::token_bucket(self.name(), quota, 1, Duration::from_micros(interval))?
+            }
+        };
+        self.inner.store(next.params());
+        Ok(())
+    }
+
+    /// Replaces every parameter with those of `other` (same algorithm), e.g. from
+    /// configuration read at start-up or reloaded. Errors with `limit.algorithm_changed` if
+    /// the algorithms differ: an algorithm cannot change under live counters.
+    pub fn set_from(&self, other: &Limit) -> Result<(), ConfigError> {
+        if other.kind() != self.kind() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::AlgorithmChanged,
+                "algorithm",
+                "a running limit cannot change its algorithm",
+            ));
+        }
+        self.inner.store(other.params());
+        Ok(())
     }
 
     /// The key of `principal` under this limit.
@@ -430,6 +539,45 @@ mod tests {
             );
         }
         assert!(Limit::fixed_window("ask-ai_burst.v2", 1, MIN).is_ok());
+    }
+
+    #[test]
+    fn runtime_changes_are_seen_by_every_clone_and_never_torn() {
+        let l = Limit::fixed_window("rt", 10, Duration::from_secs(60)).unwrap();
+        let clone = l.clone();
+        l.set_quota(3).unwrap();
+        assert_eq!(
+            (clone.quota(), clone.window(), clone.version()),
+            (3, Duration::from_secs(60), 1)
+        );
+        assert_eq!(l.set_quota(0).unwrap_err().code(), "limit.quota_zero");
+        let other = Limit::fixed_window("rt", 7, Duration::from_secs(5)).unwrap();
+        l.set_from(&other).unwrap();
+        assert_eq!((clone.quota(), clone.window()), (7, Duration::from_secs(5)));
+        let bucket = Limit::token_bucket("rt", 1, 1, Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            l.set_from(&bucket).unwrap_err().code(),
+            "limit.algorithm_changed"
+        );
+        // A writer flips between two parameter sets; readers only ever see one of them.
+        let a = Limit::sliding_window("a", 5, Duration::from_millis(5)).unwrap();
+        let b = Limit::sliding_window("a", 9, Duration::from_millis(9)).unwrap();
+        let live = a.clone();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..20_000 {
+                    live.set_from(if i % 2 == 0 { &b } else { &a }).unwrap();
+                }
+            });
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..50_000 {
+                        let p = live.params();
+                        assert!(p == a.params() || p == b.params(), "torn read: {p:?}");
+                    }
+                });
+            }
+        });
     }
 
     #[test]

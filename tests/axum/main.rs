@@ -179,3 +179,108 @@ async fn the_in_handler_limiter_checks_a_chain_from_the_body_and_charges_after_t
         .unwrap();
     assert!((60..=61).contains(&wait), "debt of one full bucket: {wait}");
 }
+
+#[derive(Clone)]
+struct BudgetApp {
+    limiter: HandlerLimiter,
+    budget: rate_limit_core::Budget,
+}
+
+impl axum::extract::FromRef<BudgetApp> for HandlerLimiter {
+    fn from_ref(app: &BudgetApp) -> Self {
+        app.limiter.clone()
+    }
+}
+
+async fn spend(
+    State(app): State<BudgetApp>,
+    limiter: HandlerLimiter,
+    headers: axum::http::HeaderMap,
+) -> Result<(Admitted, &'static str), Refused> {
+    let user = headers["x-user"].to_str().unwrap_or("anon").to_owned();
+    let chain = app.budget.chain(&rate_limit_core::Spender::user(user), 100);
+    Ok((limiter.check(&chain, FailurePolicy::Closed).await?, "spent"))
+}
+
+#[tokio::test]
+async fn two_routes_and_a_job_share_one_budget() {
+    use rate_limit_core::{Budget, Spender, Store};
+    // Per user 300, per job 600, in all 1 000 model tokens a day; each call costs 100.
+    let budget = Budget::daily("model", 300, 600, 1_000).unwrap();
+    let store = AnyStore::Memory(MemoryStore::new());
+    let limiter = Limiter::new(store.clone());
+    let app = BudgetApp {
+        limiter: HandlerLimiter::new(limiter.clone()),
+        budget: budget.clone(),
+    };
+    let router = Router::new()
+        .route("/api/capture", post(spend))
+        .route("/api/contribute", post(spend))
+        .with_state(app);
+    let server = Server::start(router).await.unwrap();
+    let http = client();
+    let call = |path: &str, user: &str| http.post(server.url(path)).header("x-user", user).send();
+    let global_key = budget.global().key(Principal::global());
+    let global = || store.peek(&global_key);
+
+    // Ann spends on both routes: her own cap (3 calls) holds across them.
+    assert_eq!(
+        call("/api/capture", "ann").await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        call("/api/contribute", "ann").await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        call("/api/capture", "ann").await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        global().await.unwrap().remaining(),
+        700,
+        "every allowed call counted"
+    );
+    // Over her own cap: refused, and the shared budget is untouched.
+    for _ in 0..5 {
+        let r = call("/api/contribute", "ann").await.unwrap();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()["ratelimit-limit"], "300");
+    }
+    assert_eq!(global().await.unwrap().remaining(), 700);
+
+    // A background job spends the same budget through the same limiter, under its own
+    // cap: users' caps do not apply to it.
+    let job = Spender::job("resolve-ingredients");
+    let mut job_ok = 0;
+    for _ in 0..6 {
+        let d = limiter
+            .check(&budget.chain(&job, 100), FailurePolicy::Open)
+            .await;
+        job_ok += u32::from(d.is_allowed());
+    }
+    assert_eq!(job_ok, 6, "the job's cap is its own");
+    assert_eq!(global().await.unwrap().remaining(), 100);
+    // One more call from anyone exhausts the ceiling; then nobody gets through.
+    assert_eq!(
+        call("/api/capture", "bob").await.unwrap().status(),
+        StatusCode::OK
+    );
+    let r = call("/api/contribute", "carol").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        r.headers()["ratelimit-limit"],
+        "1000",
+        "the ceiling refused"
+    );
+    let d = limiter
+        .check(&budget.chain(&job, 100), FailurePolicy::Open)
+        .await;
+    assert!(!d.is_allowed());
+    // Raising the ceiling in its one place lets everyone through again.
+    budget.global().set_quota(2_000).unwrap();
+    assert_eq!(
+        call("/api/contribute", "carol").await.unwrap().status(),
+        StatusCode::OK
+    );
+}

@@ -255,3 +255,26 @@ fn public_types_are_send_and_sync() {
     let fut = tower::Service::call(&mut svc, from("1.2.3.4:5").body(empty()).unwrap());
     assert_send(&fut);
 }
+
+#[tokio::test]
+async fn lowering_a_quota_at_run_time_takes_effect_on_the_next_request_everywhere() {
+    let (layer, _) = fresh();
+    let limit = minute("tunable", 10);
+    let layer = layer.rule(Rule::new(limit.clone(), Global));
+    let (a, b) = (app(&layer), app(&layer.clone()));
+    for _ in 0..3 {
+        let r = send(a.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
+        assert_eq!(r.header("ratelimit-limit"), Some("10"));
+    }
+    // An operator lowers the quota through the handle; no restart, no rebuild.
+    limit.set_quota(3).unwrap();
+    let r = send(b.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("ratelimit-limit"), Some("3"));
+    limit.set_quota(5).unwrap();
+    let r = send(a, from("1.2.3.4:5").body(empty()).unwrap()).await;
+    assert_eq!(
+        (r.status, r.header("ratelimit-remaining")),
+        (StatusCode::OK, Some("1"))
+    );
+}
