@@ -1,5 +1,6 @@
 //! Configuration errors: what an operator got wrong, with a stable code.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// The kind of a [`ConfigError`]; each has a stable [`code`](ConfigErrorKind::code).
@@ -24,6 +25,17 @@ pub enum ConfigErrorKind {
     UrlInvalid,
     /// A running limit asked to change its algorithm.
     AlgorithmChanged,
+    /// An unknown store kind in configuration (`memory`, `redis`, `cluster` are known).
+    StoreKindInvalid,
+    /// A rule names a limit the configuration does not define.
+    UnknownLimit,
+    /// A failure policy other than `closed`, `memory`, `open`.
+    PolicyInvalid,
+    /// An algorithm other than `fixed_window`, `sliding_window`, `sliding_log`,
+    /// `token_bucket`.
+    AlgorithmInvalid,
+    /// A configuration file that does not parse (syntax, an unknown field, a wrong type).
+    ConfigInvalid,
 }
 
 impl ConfigErrorKind {
@@ -40,6 +52,11 @@ impl ConfigErrorKind {
             Self::StoreInvalid => "store.invalid",
             Self::UrlInvalid => "redis.url_invalid",
             Self::AlgorithmChanged => "limit.algorithm_changed",
+            Self::StoreKindInvalid => "rate_limits.store_invalid",
+            Self::UnknownLimit => "rule.unknown_limit",
+            Self::PolicyInvalid => "policy.invalid",
+            Self::AlgorithmInvalid => "limit.algorithm_invalid",
+            Self::ConfigInvalid => "config.invalid",
         }
     }
 }
@@ -57,21 +74,30 @@ impl ConfigErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     kind: ConfigErrorKind,
-    field: &'static str,
+    field: Cow<'static, str>,
     detail: String,
 }
 
 impl ConfigError {
     pub(crate) fn new(
         kind: ConfigErrorKind,
-        field: &'static str,
+        field: impl Into<Cow<'static, str>>,
         detail: impl Into<String>,
     ) -> Self {
         Self {
             kind,
-            field,
+            field: field.into(),
             detail: detail.into(),
         }
+    }
+
+    /// The same error about a field further down a configuration path, e.g. `window`
+    /// becomes `limits.poll.window`.
+    #[cfg_attr(not(feature = "config"), allow(dead_code))]
+    #[must_use]
+    pub(crate) fn at(mut self, path: &str) -> Self {
+        self.field = Cow::Owned(format!("{path}.{}", self.field));
+        self
     }
 
     /// What went wrong.
@@ -84,9 +110,9 @@ impl ConfigError {
         self.kind.code()
     }
 
-    /// The field the error is about, e.g. `window`.
-    pub fn field(&self) -> &'static str {
-        self.field
+    /// The field the error is about, e.g. `window` or `limits.poll.window`.
+    pub fn field(&self) -> &str {
+        &self.field
     }
 }
 

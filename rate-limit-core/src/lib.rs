@@ -26,10 +26,13 @@
 //!
 #![doc = include_str!("../ALGORITHMS.md")]
 
+mod adaptive;
 mod algorithm;
 mod budget;
 mod chain;
 mod clock;
+#[cfg(feature = "config")]
+pub mod config;
 mod decision;
 mod error;
 mod key;
@@ -40,6 +43,7 @@ pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
+pub use adaptive::{Adaptive, Aimd, Pace};
 pub use budget::{Budget, Spender};
 pub use chain::{Chain, ChainMode, Check};
 pub use clock::{Clock, FakeClock, SystemClock, TokioClock};

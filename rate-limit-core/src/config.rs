@@ -1,0 +1,561 @@
+//! Configuration from a TOML file (feature `config`): the store, the limits and their
+//! failure policies, the timeouts. Code binds rules to routes by limit name; everything is
+//! validated up front, and every error has a stable code and names its field.
+//!
+//! ```toml
+//! [store]                      # absent: the in-memory store
+//! kind = "redis"               # memory | redis | cluster
+//! url = "redis://127.0.0.1:6379/"
+//! # nodes = ["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"]   # cluster
+//! prefix = "rl"
+//! timeout = "500ms"            # the limiter's budget per store call
+//! cooldown = "1s"
+//!
+//! [limits.poll]
+//! algorithm = "sliding_window" # fixed_window | sliding_window | sliding_log | token_bucket
+//! quota = 20
+//! window = "60s"               # ms, s, m, h, d
+//! on_store_error = "open"      # closed (default) | memory | open
+//!
+//! [limits.host]
+//! algorithm = "token_bucket"
+//! capacity = 10
+//! refill = 2
+//! period = "1s"
+//! ```
+//!
+//! | code | when |
+//! |---|---|
+//! | `config.invalid` | the file does not parse, or has an unknown field |
+//! | `rate_limits.store_invalid` | an unknown store kind, or a missing URL |
+//! | `redis.url_invalid` | a URL that does not parse |
+//! | `limit.name_invalid` | a limit name unusable as a key or structured-field string |
+//! | `limit.algorithm_invalid` | an unknown algorithm |
+//! | `limit.quota_zero`, `limit.window_invalid`, `limit.rate_too_high`, `limit.overflow` | as for limits built in code |
+//! | `policy.invalid` | an unknown failure policy |
+//! | `rule.unknown_limit` | code asks for a limit the file does not define |
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::limit::Limit;
+use crate::limiter::{FailurePolicy, Limiter};
+use crate::store::{AnyStore, MemoryStore};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    store: Option<RawStore>,
+    #[serde(default)]
+    limits: BTreeMap<String, RawLimit>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    kind: Option<String>,
+    url: Option<String>,
+    nodes: Option<Vec<String>>,
+    prefix: Option<String>,
+    timeout: Option<String>,
+    cooldown: Option<String>,
+    max_keys: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimit {
+    algorithm: String,
+    quota: Option<u64>,
+    window: Option<String>,
+    capacity: Option<u64>,
+    refill: Option<u64>,
+    period: Option<String>,
+    on_store_error: Option<String>,
+}
+
+/// Which store the configuration asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreKind {
+    /// The in-memory store (also when `[store]` is absent).
+    Memory {
+        /// The key cap.
+        max_keys: Option<usize>,
+    },
+    /// One Redis server.
+    Redis {
+        /// Its URL.
+        url: String,
+    },
+    /// A Redis Cluster.
+    Cluster {
+        /// Some of its nodes' URLs.
+        nodes: Vec<String>,
+    },
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    store: StoreKind,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    prefix: Option<String>,
+    timeout: Option<Duration>,
+    cooldown: Option<Duration>,
+    limits: BTreeMap<String, (Limit, FailurePolicy)>,
+}
+
+fn invalid(kind: ConfigErrorKind, field: String, detail: impl Into<String>) -> ConfigError {
+    ConfigError::new(kind, field, detail)
+}
+
+/// `500ms`, `60s`, `15m`, `1h`, `1d`.
+fn duration(text: &str, field: String) -> Result<Duration, ConfigError> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| {
+        invalid(
+            ConfigErrorKind::WindowInvalid,
+            field.clone(),
+            format!("{text:?} is not a duration like 60s"),
+        )
+    })?;
+    let secs = |m: u64| Duration::from_secs(n.saturating_mul(m));
+    Ok(match unit.trim() {
+        "ms" => Duration::from_millis(n),
+        "s" => secs(1),
+        "m" => secs(60),
+        "h" => secs(3_600),
+        "d" => secs(86_400),
+        _ => {
+            return Err(invalid(
+                ConfigErrorKind::WindowInvalid,
+                field,
+                format!("{text:?}: use ms, s, m, h or d"),
+            ));
+        }
+    })
+}
+
+fn policy(text: Option<&str>, field: String) -> Result<FailurePolicy, ConfigError> {
+    match text {
+        None | Some("closed") => Ok(FailurePolicy::Closed),
+        Some("memory") => Ok(FailurePolicy::Memory),
+        Some("open") => Ok(FailurePolicy::Open),
+        Some(other) => Err(invalid(
+            ConfigErrorKind::PolicyInvalid,
+            field,
+            format!("{other:?}: use closed, memory or open"),
+        )),
+    }
+}
+
+fn need<T>(v: Option<T>, path: &str, name: &str) -> Result<T, ConfigError> {
+    v.ok_or_else(|| {
+        invalid(
+            ConfigErrorKind::ConfigInvalid,
+            format!("{path}.{name}"),
+            "this field is required",
+        )
+    })
+}
+
+fn limit(name: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
+    let path = format!("limits.{name}");
+    let window = |field: &str, v: &Option<String>| -> Result<Duration, ConfigError> {
+        duration(&need(v.clone(), &path, field)?, format!("{path}.{field}"))
+    };
+    let built = match raw.algorithm.as_str() {
+        "fixed_window" => Limit::fixed_window(
+            name,
+            need(raw.quota, &path, "quota")?,
+            window("window", &raw.window)?,
+        ),
+        "sliding_window" => Limit::sliding_window(
+            name,
+            need(raw.quota, &path, "quota")?,
+            window("window", &raw.window)?,
+        ),
+        "sliding_log" => Limit::sliding_log(
+            name,
+            need(raw.quota, &path, "quota")?,
+            window("window", &raw.window)?,
+        ),
+        "token_bucket" => Limit::token_bucket(
+            name,
+            need(raw.capacity, &path, "capacity")?,
+            need(raw.refill, &path, "refill")?,
+            window("period", &raw.period)?,
+        ),
+        other => {
+            return Err(invalid(
+                ConfigErrorKind::AlgorithmInvalid,
+                format!("{path}.algorithm"),
+                format!("{other:?}: use fixed_window, sliding_window, sliding_log or token_bucket"),
+            ));
+        }
+    };
+    built.map_err(|e| {
+        if e.kind() == ConfigErrorKind::NameInvalid {
+            ConfigError::new(e.kind(), path.clone(), e.to_string())
+        } else {
+            e.at(&path)
+        }
+    })
+}
+
+impl Config {
+    /// Parses and validates a configuration.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            invalid(
+                ConfigErrorKind::ConfigInvalid,
+                "file".to_owned(),
+                e.message().to_owned(),
+            )
+        })?;
+        let s = raw.store.unwrap_or_default();
+        let store = match s.kind.as_deref() {
+            None | Some("memory") => StoreKind::Memory {
+                max_keys: s.max_keys,
+            },
+            Some("redis") => {
+                let url = s.url.clone().ok_or_else(|| {
+                    invalid(
+                        ConfigErrorKind::StoreKindInvalid,
+                        "store.url".to_owned(),
+                        "a redis store needs a url",
+                    )
+                })?;
+                check_url(&url, "store.url")?;
+                StoreKind::Redis { url }
+            }
+            Some("cluster") => {
+                let nodes = s.nodes.clone().filter(|n| !n.is_empty()).ok_or_else(|| {
+                    invalid(
+                        ConfigErrorKind::StoreKindInvalid,
+                        "store.nodes".to_owned(),
+                        "a cluster needs nodes",
+                    )
+                })?;
+                for (i, n) in nodes.iter().enumerate() {
+                    check_url(n, &format!("store.nodes[{i}]"))?;
+                }
+                StoreKind::Cluster { nodes }
+            }
+            Some(other) => {
+                return Err(invalid(
+                    ConfigErrorKind::StoreKindInvalid,
+                    "store.kind".to_owned(),
+                    format!("{other:?}: use memory, redis or cluster"),
+                ));
+            }
+        };
+        let timeout = s
+            .timeout
+            .as_deref()
+            .map(|t| duration(t, "store.timeout".to_owned()))
+            .transpose()?;
+        let cooldown = s
+            .cooldown
+            .as_deref()
+            .map(|t| duration(t, "store.cooldown".to_owned()))
+            .transpose()?;
+        let mut limits = BTreeMap::new();
+        for (name, raw) in &raw.limits {
+            let l = limit(name, raw)?;
+            let p = policy(
+                raw.on_store_error.as_deref(),
+                format!("limits.{name}.on_store_error"),
+            )?;
+            limits.insert(name.clone(), (l, p));
+        }
+        Ok(Self {
+            store,
+            prefix: s.prefix,
+            timeout,
+            cooldown,
+            limits,
+        })
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path.as_ref()).map_err(|e| {
+            invalid(
+                ConfigErrorKind::ConfigInvalid,
+                "file".to_owned(),
+                format!("cannot read it: {e}"),
+            )
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// The store kind.
+    pub fn store_kind(&self) -> &StoreKind {
+        &self.store
+    }
+
+    /// The limit named `name`, for binding to a route (`rule.unknown_limit` otherwise).
+    /// Each call returns the same shared limit, so runtime changes reach every route.
+    pub fn limit(&self, name: &str) -> Result<Limit, ConfigError> {
+        self.entry(name).map(|(l, _)| l.clone())
+    }
+
+    /// The failure policy of the limit named `name`.
+    pub fn policy(&self, name: &str) -> Result<FailurePolicy, ConfigError> {
+        self.entry(name).map(|(_, p)| *p)
+    }
+
+    /// The configured limit if the file defines `default`'s name, else `default`: a
+    /// default in code, overridden from configuration.
+    pub fn limit_or(&self, default: Limit) -> Result<Limit, ConfigError> {
+        match self.limits.get(default.name()) {
+            Some((configured, _)) => {
+                default.set_from(configured)?;
+                Ok(default)
+            }
+            None => Ok(default),
+        }
+    }
+
+    fn entry(&self, name: &str) -> Result<&(Limit, FailurePolicy), ConfigError> {
+        self.limits.get(name).ok_or_else(|| {
+            invalid(
+                ConfigErrorKind::UnknownLimit,
+                format!("limits.{name}"),
+                format!("no limit named {name:?} in the configuration"),
+            )
+        })
+    }
+
+    /// Builds the store (no I/O: a Redis store connects on first use).
+    pub fn store(&self) -> Result<AnyStore, ConfigError> {
+        match &self.store {
+            StoreKind::Memory { max_keys } => {
+                let mut b = MemoryStore::builder();
+                if let Some(m) = max_keys {
+                    b = b.max_keys(*m);
+                }
+                Ok(AnyStore::Memory(b.build()?))
+            }
+            #[cfg(feature = "redis")]
+            StoreKind::Redis { url } => {
+                let mut b = crate::RedisStore::builder(url.clone());
+                if let Some(p) = &self.prefix {
+                    b = b.prefix(p.clone());
+                }
+                if let Some(t) = self.timeout {
+                    b = b.response_timeout(t).connect_timeout(t);
+                }
+                Ok(AnyStore::Redis(b.build()?))
+            }
+            #[cfg(feature = "cluster")]
+            StoreKind::Cluster { nodes } => {
+                let mut b = crate::RedisStore::cluster_builder(nodes.clone());
+                if let Some(p) = &self.prefix {
+                    b = b.prefix(p.clone());
+                }
+                if let Some(t) = self.timeout {
+                    b = b.response_timeout(t).connect_timeout(t);
+                }
+                Ok(AnyStore::Redis(b.build()?))
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(invalid(
+                ConfigErrorKind::StoreKindInvalid,
+                "store.kind".to_owned(),
+                "this build has no Redis support (features redis, cluster)",
+            )),
+        }
+    }
+
+    /// The limiter: the store with the configured timeout and cool-down.
+    pub fn limiter(&self) -> Result<Limiter<AnyStore>, ConfigError> {
+        let name = match self.store {
+            StoreKind::Memory { .. } => "memory",
+            StoreKind::Redis { .. } => "redis",
+            StoreKind::Cluster { .. } => "redis-cluster",
+        };
+        let mut b = Limiter::builder(self.store()?).name(name);
+        if let Some(t) = self.timeout {
+            b = b.timeout(t);
+        }
+        if let Some(c) = self.cooldown {
+            b = b.cooldown(c);
+        }
+        b.build()
+    }
+}
+
+fn check_url(url: &str, field: &str) -> Result<(), ConfigError> {
+    let ok =
+        (url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
+            && url
+                .split("://")
+                .nth(1)
+                .is_some_and(|rest| !rest.is_empty() && !rest.contains(' '));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            ConfigErrorKind::UrlInvalid,
+            field.to_owned(),
+            format!("{url:?} is not a redis:// URL"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ConfigError {
+        Config::from_toml(text).unwrap_err()
+    }
+
+    const GOOD: &str = r#"
+        [store]
+        timeout = "250ms"
+        cooldown = "2s"
+
+        [limits.poll]
+        algorithm = "sliding_window"
+        quota = 20
+        window = "60s"
+        on_store_error = "open"
+
+        [limits.host]
+        algorithm = "token_bucket"
+        capacity = 10
+        refill = 2
+        period = "1s"
+    "#;
+
+    #[test]
+    fn a_good_file_builds_limits_policies_and_a_limiter() {
+        let c = Config::from_toml(GOOD).unwrap();
+        assert_eq!(c.store_kind(), &StoreKind::Memory { max_keys: None });
+        let poll = c.limit("poll").unwrap();
+        assert_eq!((poll.quota(), poll.window()), (20, Duration::from_secs(60)));
+        assert_eq!(c.policy("poll").unwrap(), FailurePolicy::Open);
+        assert_eq!(
+            c.policy("host").unwrap(),
+            FailurePolicy::Closed,
+            "closed by default"
+        );
+        assert_eq!(c.limit("host").unwrap().window(), Duration::from_secs(5));
+        let limiter = c.limiter().unwrap();
+        assert_eq!(limiter.timeout(), Duration::from_millis(250));
+        // Every call hands out the same shared limit: runtime changes reach every route.
+        c.limit("poll").unwrap().set_quota(5).unwrap();
+        assert_eq!(c.limit("poll").unwrap().quota(), 5);
+        // A default in code, overridden from the file; an unconfigured one stays.
+        let code = Limit::sliding_window("poll", 99, Duration::from_secs(10)).unwrap();
+        assert_eq!(c.limit_or(code).unwrap().quota(), 5);
+        let other = Limit::fixed_window("other", 7, Duration::from_secs(1)).unwrap();
+        assert_eq!(c.limit_or(other).unwrap().quota(), 7);
+    }
+
+    #[test]
+    fn each_error_code_from_a_bad_file() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "[store]\nkind = \"mongodb\"",
+                "rate_limits.store_invalid",
+                "store.kind",
+            ),
+            (
+                "[store]\nkind = \"redis\"",
+                "rate_limits.store_invalid",
+                "store.url",
+            ),
+            (
+                "[store]\nkind = \"redis\"\nurl = \"http://x\"",
+                "redis.url_invalid",
+                "store.url",
+            ),
+            (
+                "[store]\nkind = \"cluster\"\nnodes = [\"redis://a:1/\", \"nope\"]",
+                "redis.url_invalid",
+                "store.nodes[1]",
+            ),
+            (
+                "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"0s\"",
+                "limit.window_invalid",
+                "limits.p.window",
+            ),
+            (
+                "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"5 parsecs\"",
+                "limit.window_invalid",
+                "limits.p.window",
+            ),
+            (
+                "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 0\nwindow = \"1m\"",
+                "limit.quota_zero",
+                "limits.p.quota",
+            ),
+            (
+                "[limits.\"a b\"]\nalgorithm = \"fixed_window\"\nquota = 1\nwindow = \"1m\"",
+                "limit.name_invalid",
+                "limits.a b",
+            ),
+            (
+                "[limits.\"q\\\"x\"]\nalgorithm = \"fixed_window\"\nquota = 1\nwindow = \"1m\"",
+                "limit.name_invalid",
+                "limits.q\"x",
+            ),
+            (
+                "[limits.p]\nalgorithm = \"leaky\"\nquota = 1\nwindow = \"1m\"",
+                "limit.algorithm_invalid",
+                "limits.p.algorithm",
+            ),
+            (
+                "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 1\nwindow = \"1m\"\non_store_error = \"maybe\"",
+                "policy.invalid",
+                "limits.p.on_store_error",
+            ),
+            (
+                "[limits.p]\nalgorithm = \"fixed_window\"\nwindow = \"1m\"",
+                "config.invalid",
+                "limits.p.quota",
+            ),
+            (
+                "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 1\nwindow = \"1m\"\nqouta = 2",
+                "config.invalid",
+                "file",
+            ),
+            ("this is not toml", "config.invalid", "file"),
+            (
+                "[limits.p]\nalgorithm = \"sliding_window\"\nquota = 100000\nwindow = \"1d\"",
+                "limit.overflow",
+                "limits.p.quota",
+            ),
+            (
+                "[limits.p]\nalgorithm = \"token_bucket\"\ncapacity = 5\nrefill = 2000000\nperiod = \"1s\"",
+                "limit.rate_too_high",
+                "limits.p.refill",
+            ),
+        ];
+        for (text, code, field) in cases {
+            let e = err(text);
+            assert_eq!((e.code(), e.field()), (*code, *field), "{text}\n{e}");
+            assert!(
+                e.to_string().contains(field),
+                "the message names the field: {e}"
+            );
+        }
+        let c = Config::from_toml(GOOD).unwrap();
+        let e = c.limit("answers").unwrap_err();
+        assert_eq!(
+            (e.code(), e.field()),
+            ("rule.unknown_limit", "limits.answers")
+        );
+    }
+}
