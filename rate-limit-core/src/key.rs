@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use siphasher::sip128::{Hasher128, SipHasher13};
 
-use crate::limit::Limit;
+use crate::limit::{Limit, Params};
 use crate::principal::Principal;
 
 /// A principal under one limit: what a store counts.
@@ -22,6 +22,8 @@ pub struct Key {
     limit: Limit,
     principal: Principal,
     digest: [u64; 2],
+    /// An admin override for this principal, fixed when the key is built.
+    custom: Option<Params>,
 }
 
 impl fmt::Debug for Key {
@@ -75,11 +77,18 @@ impl Key {
         h.write_u8(b'/');
         h.write(limit.name().as_bytes());
         let d = h.finish128();
+        let custom = limit.override_for(&principal);
         Self {
             limit,
             principal,
             digest: [d.h1, d.h2],
+            custom,
         }
+    }
+
+    /// The parameters this key is checked with: its override, or the limit's.
+    pub(crate) fn params(&self) -> Params {
+        self.custom.unwrap_or_else(|| self.limit.params())
     }
 
     /// The limit.

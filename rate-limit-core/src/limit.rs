@@ -1,8 +1,9 @@
 //! Limits: a name, an algorithm and its parameters, validated at construction.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering, fence};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -105,6 +106,9 @@ struct Inner {
     a: AtomicU64,
     b: AtomicU64,
     writer: Mutex<()>,
+    /// Per-principal parameters (admin overrides); the flag spares the lock when empty.
+    has_overrides: AtomicBool,
+    overrides: RwLock<HashMap<Box<str>, Params>>,
 }
 
 impl Inner {
@@ -270,6 +274,8 @@ impl Limit {
                 a: AtomicU64::new(a),
                 b: AtomicU64::new(b),
                 writer: Mutex::new(()),
+                has_overrides: AtomicBool::new(false),
+                overrides: RwLock::new(HashMap::new()),
             }),
         }
     }
@@ -412,6 +418,48 @@ impl Limit {
         };
         self.inner.store(next.params());
         Ok(())
+    }
+
+    /// Gives one principal its own quota under this limit (an admin override: a partner's
+    /// API key, a venue that hosts big quiz nights). Applies to keys built from now on, on
+    /// every store: the parameters travel with each check.
+    pub fn set_override(&self, principal: &Principal, quota: u64) -> Result<(), ConfigError> {
+        let probe = Limit::build(self.name(), self.params());
+        probe.set_quota(quota)?;
+        let mut map = self
+            .inner
+            .overrides
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.insert(principal.as_str().into(), probe.params());
+        self.inner.has_overrides.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Removes a principal's override.
+    pub fn clear_override(&self, principal: &Principal) {
+        let mut map = self
+            .inner
+            .overrides
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.remove(principal.as_str());
+        self.inner
+            .has_overrides
+            .store(!map.is_empty(), Ordering::Release);
+    }
+
+    /// The override for `principal`, if any.
+    pub(crate) fn override_for(&self, principal: &Principal) -> Option<Params> {
+        if !self.inner.has_overrides.load(Ordering::Acquire) {
+            return None;
+        }
+        let map = self
+            .inner
+            .overrides
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.get(principal.as_str()).copied()
     }
 
     /// Replaces every parameter with those of `other` (same algorithm), e.g. from

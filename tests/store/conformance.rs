@@ -196,7 +196,27 @@ async fn rollover_and_exact_retry(store: &AnyStore) {
     }
 }
 
+async fn overrides(store: &AnyStore) {
+    let limit = Limit::fixed_window("keys", 2, MINUTE).unwrap();
+    let partner = Principal::api_key("sk_partner");
+    limit.set_override(&partner, 5).unwrap();
+    let (s, ds) = run(store, &Chain::new().check(&limit, partner.clone()), 6).await;
+    assert_eq!(s, "AAAAAD");
+    assert_eq!(ds[0].decisions()[0].limit(), 5);
+    let (s, _) = run(
+        store,
+        &Chain::new().check(&limit, Principal::api_key("sk_other")),
+        3,
+    )
+    .await;
+    assert_eq!(s, "AAD", "everyone else keeps the limit's quota");
+    limit.clear_override(&partner);
+    let d = store.peek(&limit.key(partner)).await.unwrap();
+    assert_eq!((d.limit(), d.remaining()), (2, 0));
+}
+
 async fn suite(store: &AnyStore) {
+    overrides(store).await;
     counting(store).await;
     costs(store).await;
     chains(store).await;

@@ -253,7 +253,7 @@ impl MemoryStore {
 
     fn single(&self, key: &Key, cost: u64, charge: Charge) -> Decision {
         let digest = key.digest();
-        let params = key.limit().params();
+        let params = key.params();
         let mut shard = lock(&self.inner.shards[self.shard_of(&digest)]);
         let now = self.inner.clock.now_micros();
         self.sweep_if_due(&mut shard, now);
@@ -296,7 +296,7 @@ impl MemoryStore {
         let mut stored: Vec<State> = Vec::with_capacity(checks.len());
         let mut decisions = Vec::with_capacity(checks.len());
         for (i, check) in checks.iter().enumerate() {
-            let params = check.key().limit().params();
+            let params = check.key().params();
             let g = guard(&mut guards, owners[i]);
             let in_store = guards[g]
                 .1
@@ -317,7 +317,7 @@ impl MemoryStore {
                 // Nothing is charged: the limits before the refusal report their state as
                 // it stays, not as it would have been.
                 for (j, d) in decisions.iter_mut().enumerate().take(i) {
-                    let params = checks[j].key().limit().params();
+                    let params = checks[j].key().params();
                     *d = algorithm::step(params, &stored[j], now, 0, Charge::IfFits).decision;
                 }
                 return ChainDecision::new(decisions);
@@ -327,7 +327,7 @@ impl MemoryStore {
         if result.is_allowed() || mode == ChainMode::ChargeAll {
             for (i, next) in pending.into_iter().enumerate() {
                 if let Some(next) = next {
-                    let params = checks[i].key().limit().params();
+                    let params = checks[i].key().params();
                     let g = guard(&mut guards, owners[i]);
                     self.write(&mut guards[g].1, &digests[i], next, params, now);
                 }

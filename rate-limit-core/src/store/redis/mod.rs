@@ -32,7 +32,7 @@ use crate::chain::{Chain, ChainMode, Check};
 use crate::decision::{ChainDecision, Decision, Outcome};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::Key;
-use crate::limit::{Limit, Params, is_name_byte};
+use crate::limit::{Params, is_name_byte};
 use crate::store::{Dedupe, Store, StoreError, StoreErrorKind};
 
 mod conn;
@@ -195,8 +195,8 @@ fn bad_answer() -> StoreError {
 }
 
 /// The script's arguments for one check.
-fn push_params(args: &mut Vec<u64>, limit: &Limit, cost: u64) {
-    let (algo, p1, p2) = match limit.params() {
+fn push_params(args: &mut Vec<u64>, key: &Key, cost: u64) {
+    let (algo, p1, p2) = match key.params() {
         Params::Fixed { quota, window } => (1, quota, window),
         Params::Sliding { quota, window } => (2, quota, window),
         Params::Log { quota, window } => (3, quota, window),
@@ -383,7 +383,7 @@ impl RedisStore {
         for g in groups {
             let mut args = Vec::with_capacity(g.len() * 4);
             for c in &checks[g.clone()] {
-                push_params(&mut args, c.key().limit(), c.cost());
+                push_params(&mut args, c.key(), c.cost());
             }
             let (now, ds) = self.run(&names[g.clone()], mode, &args).await?;
             let refused = ds.iter().any(|d| !d.is_allowed());
@@ -452,14 +452,14 @@ impl Store for RedisStore {
 
     async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
         let mut args = Vec::with_capacity(4);
-        push_params(&mut args, check.key().limit(), check.cost());
+        push_params(&mut args, check.key(), check.cost());
         let (_, mut ds) = self.run(&[self.key_name(check.key())], 2, &args).await?;
         ds.pop().ok_or_else(bad_answer)
     }
 
     async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
         let mut args = Vec::with_capacity(4);
-        push_params(&mut args, key.limit(), 0);
+        push_params(&mut args, key, 0);
         let (_, mut ds) = self.run(&[self.key_name(key)], 0, &args).await?;
         ds.pop().ok_or_else(bad_answer)
     }
