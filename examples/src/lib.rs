@@ -1,4 +1,5 @@
 //! The examples' shared code: each scenario is a library function here, so `tests/` can
 //! run it in-process, and a thin binary in `src/bin/`.
 
+pub mod quiz_night;
 pub mod simulate;

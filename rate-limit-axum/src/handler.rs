@@ -84,6 +84,26 @@ impl HandlerLimiter {
         }
     }
 
+    /// Like [`check`](Self::check), for a request with these headers: a refused browser
+    /// (`Accept: text/html`) is sent to the page set with
+    /// [`Answering::redirect_browsers`].
+    pub async fn check_for(
+        &self,
+        chain: &Chain,
+        policy: FailurePolicy,
+        headers: &http::HeaderMap,
+    ) -> Result<Admitted, Refused> {
+        let answer = self.limiter.check(chain, policy).await;
+        let html = rate_limit_tower::accepts_html(headers);
+        match self.answering.verdict_for(answer, chain, html) {
+            Verdict::Proceed(info) => Ok(Admitted {
+                info,
+                answering: self.answering.clone(),
+            }),
+            Verdict::Respond(resp) => Err(Refused(resp.map(axum::body::Body::from))),
+        }
+    }
+
     /// Charges a cost known only after the work (an LLM call's tokens): always applied,
     /// overdrawing if need be, so the next checks wait for the debt. See
     /// [`Limiter::charge`].

@@ -79,6 +79,20 @@ impl Answering {
         self
     }
 
+    /// Sends a refused request whose `Accept` includes `text/html` to this page with 303
+    /// (exempt the page from every limit, or a browser loops).
+    ///
+    /// # Panics
+    ///
+    /// If `path` is not a valid header value (it is a path you write in code).
+    #[must_use]
+    pub fn redirect_browsers(mut self, path: &str) -> Self {
+        let location = HeaderValue::from_str(path)
+            .unwrap_or_else(|_| panic!("redirect_browsers: {path:?} is not a valid Location"));
+        self.redirect = Some(location);
+        self
+    }
+
     /// The answer for `chain`, whose limits name the policies in the headers.
     pub fn verdict_for(&self, answer: Answer, chain: &Chain, wants_html: bool) -> Verdict {
         let names: Vec<Arc<str>> = chain
@@ -156,4 +170,13 @@ impl Answering {
             _ => Verdict::Respond(response::unavailable(1)),
         }
     }
+}
+
+/// Whether a request's `Accept` includes `text/html` (a browser loading a page).
+pub fn accepts_html(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("text/html"))
 }

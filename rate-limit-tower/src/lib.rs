@@ -59,7 +59,7 @@ mod response;
 mod rule;
 mod service;
 
-pub use answer::{Answering, Verdict};
+pub use answer::{Answering, Verdict, accepts_html};
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
 pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};

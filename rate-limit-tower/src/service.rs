@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{ACCEPT, ACCESS_CONTROL_REQUEST_METHOD, ORIGIN};
+use http::header::{ACCESS_CONTROL_REQUEST_METHOD, ORIGIN};
 use http::{HeaderMap, Method, Request, Response};
 use rate_limit_core::{Answer, Chain, Check};
 use tower_service::Service;
 
-use crate::answer::Verdict;
+use crate::answer::{Verdict, accepts_html};
 use crate::body::ResponseBody;
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::headers::{self, RateLimitInfo};
@@ -49,14 +49,6 @@ pub(crate) enum Next {
     Proceed(Option<RateLimitInfo>),
     /// Answer this instead.
     Respond(Response<Bytes>),
-}
-
-fn accepts_html(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains("text/html"))
 }
 
 impl<S> RateLimit<S> {

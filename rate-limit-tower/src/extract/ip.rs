@@ -23,6 +23,9 @@ pub enum ForwardedSource {
     /// A single-address header set and stripped by the platform (`X-Real-IP`,
     /// `CF-Connecting-IP`).
     Header(HeaderName),
+    /// That header when the proxy set it, else `X-Forwarded-For` walked from the right
+    /// (a proxy that sets `X-Real-IP` on some paths and appends to the list on others).
+    HeaderThenXForwardedFor(HeaderName),
 }
 
 type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
@@ -193,8 +196,8 @@ impl ClientIp {
         if self.trusted.is_empty() || !self.is_trusted(peer) {
             return Ok(peer);
         }
-        let found = match &self.source {
-            ForwardedSource::XForwardedFor => self.walk(
+        let xff = || {
+            self.walk(
                 parts
                     .headers
                     .get_all("x-forwarded-for")
@@ -208,7 +211,17 @@ impl ClientIp {
                             .map(str::to_owned)
                             .collect()
                     }),
-            ),
+            )
+        };
+        let header = |name: &HeaderName| match parts.headers.get_all(name).iter().next_back() {
+            None => Walk::Absent,
+            Some(v) => match v.to_str().ok().and_then(parse_hop) {
+                Some(ip) => Walk::Client(ip),
+                None => Walk::Garbage,
+            },
+        };
+        let found = match &self.source {
+            ForwardedSource::XForwardedFor => xff(),
             ForwardedSource::Forwarded => self.walk(
                 parts
                     .headers
@@ -218,12 +231,10 @@ impl ClientIp {
                     .collect::<Option<Vec<_>>>()
                     .map(|lines| forwarded_for(&lines)),
             ),
-            ForwardedSource::Header(name) => match parts.headers.get_all(name).iter().next_back() {
-                None => Walk::Absent,
-                Some(v) => match v.to_str().ok().and_then(parse_hop) {
-                    Some(ip) => Walk::Client(ip),
-                    None => Walk::Garbage,
-                },
+            ForwardedSource::Header(name) => header(name),
+            ForwardedSource::HeaderThenXForwardedFor(name) => match header(name) {
+                Walk::Absent => xff(),
+                found => found,
             },
         };
         Ok(match found {
@@ -433,6 +444,28 @@ mod tests {
         // From an untrusted peer the platform header is ignored too.
         let p = parts("198.51.100.200:1", &[("x-real-ip", b"9.9.9.9")]);
         assert_eq!(c.resolve(&p).unwrap(), ip("198.51.100.200"));
+    }
+
+    #[test]
+    fn platform_header_then_forwarded_for() {
+        let c = proxy().source(ForwardedSource::HeaderThenXForwardedFor(
+            HeaderName::from_static("x-real-ip"),
+        ));
+        let p = parts(
+            "10.0.0.2:1",
+            &[
+                ("x-real-ip", b"198.51.100.4"),
+                ("x-forwarded-for", b"1.1.1.1"),
+            ],
+        );
+        assert_eq!(c.resolve(&p).unwrap(), ip("198.51.100.4"));
+        let p = parts(
+            "10.0.0.2:1",
+            &[("x-forwarded-for", b"6.6.6.6, 1.1.1.1, 10.0.0.3")],
+        );
+        assert_eq!(c.resolve(&p).unwrap(), ip("1.1.1.1"));
+        let p = parts("10.0.0.2:1", &[]);
+        assert_eq!(c.resolve(&p).unwrap(), ip("10.0.0.2"));
     }
 
     #[test]

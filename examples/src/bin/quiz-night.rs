@@ -1,0 +1,39 @@
+//! The quiz-night server: `cargo run --release -p rate-limit-examples --bin quiz-night`.
+//!
+//! `QUIZ_BIND` (default `127.0.0.1:3000`), `REDIS_URL` (unset: in-memory),
+//! `QUIZ_TRUSTED_PROXIES` (comma-separated CIDRs).
+
+use rate_limit_examples::quiz_night::{QuizConfig, app, serve};
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt().with_target(false).init();
+    let cfg = match QuizConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("quiz-night: {e}");
+            std::process::exit(2);
+        }
+    };
+    let router = match app(&cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("quiz-night: {e}");
+            std::process::exit(2);
+        }
+    };
+    let bind = std::env::var("QUIZ_BIND").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
+    let listener = match tokio::net::TcpListener::bind(&bind).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("quiz-night: cannot listen on {bind}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let addr = listener.local_addr().map_or(bind, |a| a.to_string());
+    println!("listening on http://{addr}");
+    if let Err(e) = serve(listener, router).await {
+        eprintln!("quiz-night: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,246 @@
+//! quiz-night: a pub-quiz server, the README's demo.
+//!
+//! A whole pub is one IP address, so player-facing limits key on the participant or the
+//! user; the client IP is the unit of abuse only for sign-in and the global bot guard,
+//! sized for a full room polling at once.
+//!
+//! | route | principal(s), in order | limit(s) | algorithm | store down |
+//! |---|---|---|---|---|
+//! | every route but `/too-many-requests`, `/healthz` | client IP | 1200 / 60 s | sliding window | count in memory |
+//! | `GET /api/games/{game}/poll` | participant | 20 / 60 s | sliding window | allow |
+//! | `POST /api/games/{game}/answers` | participant, client IP | 30 / 60 s, 600 / 60 s | sliding window | allow |
+//! | `POST /host/games/{game}/next` | user (bearer) | bucket of 10, +2/s | token bucket | allow |
+//! | `POST /auth/sign-in` | client IP, account | 20 / 15 min, 5 / 15 min; every attempt counts | sliding log | 503 |
+//! | `POST /api/ask` | visitor · visitor+game · game · everybody | 20/min · 15/day · 500/day · 5000/day | fixed windows | 503 |
+//! | `POST /webhooks/payments` | client IP | 600 / 60 s | sliding window | allow |
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use ipnet::IpNet;
+use rate_limit_axum::{HandlerLimiter, client_ip};
+use rate_limit_core::{
+    AnyStore, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind,
+    RedisStore,
+};
+use rate_limit_tower::extract::{
+    Bearer, ClientIp, ForwardedSource, HeaderKey, KeyExtractor, Rejection, key_fn,
+};
+use rate_limit_tower::{RateLimitLayer, Rule};
+use tokio::net::TcpListener;
+
+mod handlers;
+mod pages;
+
+/// The page browsers are sent to when limited; exempt from every limit.
+pub const LIMITED_PAGE: &str = "/too-many-requests";
+
+/// How the server is set up (from the environment in the binary).
+#[derive(Debug, Clone, Default)]
+pub struct QuizConfig {
+    /// `REDIS_URL`: count in this Redis; `None`: in process memory.
+    pub redis_url: Option<String>,
+    /// `QUIZ_TRUSTED_PROXIES`: reverse proxies whose forwarding headers are believed.
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+impl QuizConfig {
+    /// Reads `REDIS_URL` and `QUIZ_TRUSTED_PROXIES` (comma-separated CIDRs).
+    pub fn from_env() -> Result<Self, String> {
+        let redis_url = std::env::var("REDIS_URL")
+            .ok()
+            .filter(|s| !s.trim().is_empty());
+        let trusted_proxies = match std::env::var("QUIZ_TRUSTED_PROXIES") {
+            Ok(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.parse::<IpNet>()
+                        .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                        .map_err(|_| format!("QUIZ_TRUSTED_PROXIES: {s:?} is not a CIDR"))
+                })
+                .collect::<Result<_, _>>()?,
+            Err(_) => Vec::new(),
+        };
+        Ok(Self {
+            redis_url,
+            trusted_proxies,
+        })
+    }
+}
+
+/// The limits, each written once.
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    pub(crate) global: Limit,
+    pub(crate) poll: Limit,
+    pub(crate) answers: Limit,
+    pub(crate) answers_ip: Limit,
+    pub(crate) host: Limit,
+    pub(crate) sign_in_ip: Limit,
+    pub(crate) sign_in_account: Limit,
+    pub(crate) ask_burst: Limit,
+    pub(crate) ask_visitor_game: Limit,
+    pub(crate) ask_game: Limit,
+    pub(crate) ask_all: Limit,
+    pub(crate) webhooks: Limit,
+}
+
+impl Limits {
+    fn new() -> Result<Self, ConfigError> {
+        let minute = Duration::from_secs(60);
+        let quarter = Duration::from_secs(15 * 60);
+        let day = Duration::from_secs(86_400);
+        Ok(Self {
+            // Sized for a full pub on one Wi-Fi with every phone polling: 100 × 6/min
+            // = 600, plus joins, page loads and answers.
+            global: Limit::sliding_window("global-ip", 1_200, minute)?,
+            poll: Limit::sliding_window("poll", 20, minute)?,
+            answers: Limit::sliding_window("answers", 30, minute)?,
+            answers_ip: Limit::sliding_window("answers-ip", 600, minute)?,
+            host: Limit::token_bucket("host-next", 10, 2, Duration::from_secs(1))?,
+            sign_in_ip: Limit::sliding_log("sign-in-ip", 20, quarter)?,
+            sign_in_account: Limit::sliding_log("sign-in-account", 5, quarter)?,
+            ask_burst: Limit::fixed_window("ask-burst", 20, minute)?,
+            ask_visitor_game: Limit::fixed_window("ask-visitor-game", 15, day)?,
+            ask_game: Limit::fixed_window("ask-game", 500, day)?,
+            ask_all: Limit::fixed_window("ask-all", 5_000, day)?,
+            webhooks: Limit::sliding_window("webhooks-ip", 600, minute)?,
+        })
+    }
+}
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub(crate) struct AppState {
+    pub(crate) limiter: HandlerLimiter,
+    pub(crate) store: AnyStore,
+    pub(crate) limits: Limits,
+    pub(crate) client: ClientIp,
+}
+
+impl axum::extract::FromRef<AppState> for HandlerLimiter {
+    fn from_ref(s: &AppState) -> Self {
+        s.limiter.clone()
+    }
+}
+
+fn participant() -> HeaderKey {
+    HeaderKey::new(
+        http::HeaderName::from_static("x-participant-id"),
+        PrincipalKind::Participant,
+    )
+}
+
+fn game_header() -> Result<HeaderKey, ConfigError> {
+    Ok(HeaderKey::new(
+        http::HeaderName::from_static("x-game-id"),
+        PrincipalKind::custom("game")?,
+    ))
+}
+
+/// The quiz's router over `store`.
+pub fn app(cfg: &QuizConfig) -> Result<Router, ConfigError> {
+    let store = match &cfg.redis_url {
+        Some(url) => AnyStore::Redis(RedisStore::builder(url.clone()).build()?),
+        None => AnyStore::Memory(MemoryStore::new()),
+    };
+    app_with_store(cfg, store)
+}
+
+/// The quiz's router over a given store (tests pass one).
+pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, ConfigError> {
+    let name = if matches!(store, AnyStore::Memory(_)) {
+        "memory"
+    } else {
+        "redis"
+    };
+    let limiter = Limiter::builder(store.clone()).name(name).build()?;
+    let limits = Limits::new()?;
+    let client = client_ip()
+        .trusted_proxies(cfg.trusted_proxies.iter().copied())
+        .source(ForwardedSource::HeaderThenXForwardedFor(
+            http::HeaderName::from_static("x-real-ip"),
+        ));
+    let layer = || RateLimitLayer::new(limiter.clone()).redirect_browsers(LIMITED_PAGE);
+
+    let global = layer()
+        .rule(
+            Rule::new(limits.global.clone(), client.clone()).on_store_error(FailurePolicy::Memory),
+        )
+        .exempt("/healthz");
+    let poll = layer()
+        .rule(Rule::new(limits.poll.clone(), participant()).on_store_error(FailurePolicy::Open));
+    let answers = layer()
+        .rule(Rule::new(limits.answers.clone(), participant()).on_store_error(FailurePolicy::Open))
+        .rule(
+            Rule::new(limits.answers_ip.clone(), client.clone())
+                .on_store_error(FailurePolicy::Open),
+        );
+    let host = layer()
+        .rule(Rule::new(limits.host.clone(), Bearer::new()).on_store_error(FailurePolicy::Open));
+    let visitor = client.clone();
+    let game = game_header()?;
+    let vg_kind = PrincipalKind::custom("visitor-game")?;
+    let visitor_game = key_fn(move |parts| -> Result<Principal, Rejection> {
+        let v = visitor.extract(parts)?;
+        let g = game.extract(parts)?;
+        Ok(Principal::composite(
+            vg_kind.clone(),
+            [v.value(), g.value()],
+        ))
+    });
+    // Four fixed windows in one round trip, in order: a refusal charges none of them.
+    let ask = layer()
+        .rule(Rule::new(limits.ask_burst.clone(), client.clone()))
+        .rule(Rule::new(limits.ask_visitor_game.clone(), visitor_game))
+        .rule(Rule::new(limits.ask_game.clone(), game_header()?))
+        .rule(Rule::new(
+            limits.ask_all.clone(),
+            rate_limit_tower::extract::Global,
+        ));
+    let webhooks = layer().rule(
+        Rule::new(limits.webhooks.clone(), client.clone()).on_store_error(FailurePolicy::Open),
+    );
+
+    let state = AppState {
+        limiter: HandlerLimiter::new(limiter.clone()),
+        store,
+        limits,
+        client,
+    };
+    Ok(Router::new()
+        .route("/", get(handlers::home))
+        .route(LIMITED_PAGE, get(handlers::limited_page))
+        .route("/robots.txt", get(handlers::robots))
+        .route("/healthz", get(handlers::healthz))
+        .route("/api/games/{game}/poll", get(handlers::poll).layer(poll))
+        .route(
+            "/api/games/{game}/answers",
+            post(handlers::answer).layer(answers),
+        )
+        .route(
+            "/host/games/{game}/next",
+            post(handlers::next_question).layer(host),
+        )
+        .route("/auth/sign-in", post(handlers::sign_in))
+        .route("/api/ask", post(handlers::ask).layer(ask))
+        .route(
+            "/webhooks/payments",
+            post(handlers::payment_webhook).layer(webhooks),
+        )
+        .with_state(state)
+        .layer(global))
+}
+
+/// Serves `app` on `listener` (with connect info) until the process stops.
+pub async fn serve(listener: TcpListener, app: Router) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+}
