@@ -53,6 +53,7 @@ impl FaultyStore {
             Mode::Fails(StoreErrorKind::NotExecuted) => 1,
             Mode::Fails(StoreErrorKind::Indeterminate) => 2,
             Mode::Fails(StoreErrorKind::TimedOut) => 3,
+            Mode::Fails(StoreErrorKind::Rejected) => 6,
             Mode::Fails(_) => 4,
             Mode::Hangs => 5,
         };
@@ -72,6 +73,7 @@ impl FaultyStore {
             2 => StoreErrorKind::Indeterminate,
             3 => StoreErrorKind::TimedOut,
             4 => StoreErrorKind::Missing,
+            6 => StoreErrorKind::Rejected,
             _ => return std::future::pending().await,
         };
         Err(StoreError::new(kind, "injected fault"))

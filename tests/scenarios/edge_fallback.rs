@@ -1,0 +1,111 @@
+//! edge-fallback: a missing, failing or slow store; counted in memory; logged once per
+//! reason; never a key.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rate_limit_examples::edge_fallback::{EdgeStore, app};
+use rate_limit_tests::redis::{RedisServer, free_port};
+use rate_limit_tests::{Server, client};
+use reqwest::StatusCode;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<String>>>);
+
+struct Fields(String);
+
+impl Visit for Fields {
+    fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={:?} ", f.name(), v));
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Lines {
+    fn on_event(&self, e: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut f = Fields(format!("{} ", e.metadata().name()));
+        e.record(&mut f);
+        self.0.lock().unwrap().push(f.0);
+    }
+}
+
+fn logs() -> Lines {
+    static L: OnceLock<Lines> = OnceLock::new();
+    L.get_or_init(|| {
+        let l = Lines::default();
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(l.clone()))
+            .unwrap();
+        l
+    })
+    .clone()
+}
+
+async fn counted_in_memory(store: EdgeStore) {
+    let server = Server::start(app(&store).unwrap()).await.unwrap();
+    let http = client();
+    for i in 0..120 {
+        let r = http.get(server.url("/api/items")).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{store:?} request {i}");
+    }
+    let r = http.get(server.url("/api/items")).send().await.unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "{store:?}: still limited"
+    );
+    let r = http
+        .get(server.url("/api/me"))
+        .header("authorization", "Bearer u1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn missing_failing_and_slow_stores_count_in_memory_and_log_each_reason_once() {
+    let lines = logs();
+    for (store, name, reason) in [
+        (
+            EdgeStore::Missing(format!("redis://127.0.0.1:{}/", free_port())),
+            "redis",
+            "missing",
+        ),
+        (EdgeStore::Failing, "failing-store", "failed"),
+        (EdgeStore::Slow, "slow-store", "timed_out"),
+    ] {
+        counted_in_memory(store).await;
+        let all = lines.0.lock().unwrap().clone();
+        let fallback: Vec<&String> = all
+            .iter()
+            .filter(|l| {
+                l.starts_with("rate_limit.fallback ") && l.contains(&format!("store={name} "))
+            })
+            .collect();
+        assert_eq!(fallback.len(), 1, "{name}: {fallback:?}");
+        assert!(
+            fallback[0].contains(&format!("reason=\"{reason}\"")),
+            "{}",
+            fallback[0]
+        );
+    }
+    for l in lines
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("rate_limit."))
+    {
+        assert!(
+            !l.contains("127.0.0.1") && !l.contains("ip:") && !l.contains("u:u1"),
+            "a key in a log line: {l}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn on_working_stores_the_limits_hold() {
+    counted_in_memory(EdgeStore::Memory).await;
+    let redis = RedisServer::start();
+    counted_in_memory(EdgeStore::Redis(redis.url())).await;
+}

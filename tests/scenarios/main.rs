@@ -1,0 +1,4 @@
+//! The examples, one per design document, end to end over TCP.
+
+mod ask_ai;
+mod edge_fallback;
