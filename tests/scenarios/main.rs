@@ -2,3 +2,4 @@
 
 mod ask_ai;
 mod edge_fallback;
+mod food_api;

@@ -1,0 +1,193 @@
+//! food-api (design document 004): two keys on every route, the failure policy chosen
+//! route by route, a shared model budget, honest headers for browsers.
+//!
+//! Every guarded route checks the account first, then the client IP with a larger budget:
+//! accounts are free, so the IP limit keeps account cycling from making the first limit
+//! decorative, and it is sized well above one person so a café's shared address is fine.
+//!
+//! | route | account (bearer) | client IP | store down, and why |
+//! |---|---|---|---|
+//! | `GET /products/{code}` | 120 / min | 600 / min | allow: a cached read |
+//! | `GET /search` | 60 / min | 300 / min | allow |
+//! | `GET /taxonomy` | 30 / min | 300 / min | allow: the same for everybody |
+//! | `POST /captures` (label OCR) | 10 / min, then 100 / day | 50 / min | 503: spends money |
+//! | `POST /contributions` | 20 / min | 100 / min | 503: writes data |
+//! | `POST /support` | 5 / hour | 20 / hour | 503: writes data |
+//! | `POST /webhooks/billing` | — | 600 / min | allow: a dropped payment event is worse than a duplicate |
+//! | `POST /curation/suggest`, `/curation/classify` | model budget: 50 / day per user | — | 503: spends money |
+//!
+//! The minute limit is checked before the day limit, in order: a client hammering the
+//! route while refused by the minute limit does not burn its daily allowance. The model
+//! budget (50 calls a day per user, 1 000 per job, 2 000 in all) is one [`Budget`] shared
+//! by the two curation routes and the `resolve-ingredients` background job, whose
+//! principal is the job — never a made-up user. Headers are exposed to CORS.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rate_limit_axum::{HandlerLimiter, RejectionResponse, client_ip};
+use rate_limit_core::{
+    AnyStore, Budget, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, RedisStore, Spender,
+};
+use rate_limit_tower::extract::{Bearer, ClientIp, KeyExtractor};
+use rate_limit_tower::{EXPOSED_HEADERS, RateLimitLayer, Rule};
+use tower_http::cors::{Any, CorsLayer};
+
+#[derive(Clone)]
+struct AppState {
+    limiter: HandlerLimiter,
+    model: Budget,
+}
+
+impl axum::extract::FromRef<AppState> for HandlerLimiter {
+    fn from_ref(s: &AppState) -> Self {
+        s.limiter.clone()
+    }
+}
+
+/// The shared model budget: 50 calls a day per user, 1 000 per job, 2 000 in all.
+pub fn model_budget() -> Result<Budget, ConfigError> {
+    Budget::daily("model", 50, 1_000, 2_000)
+}
+
+/// The background job that resolves ingredients: spends the model budget as itself.
+pub async fn resolve_ingredients(limiter: &Limiter<AnyStore>, budget: &Budget) -> bool {
+    let chain = budget.chain(&Spender::job("resolve-ingredients"), 1);
+    limiter
+        .check(&chain, FailurePolicy::Closed)
+        .await
+        .is_allowed()
+}
+
+async fn curate(State(s): State<AppState>, parts: Parts) -> Response {
+    let user = match Bearer::new().extract(&parts) {
+        Ok(p) => p.value().to_owned(),
+        Err(r) => return RejectionResponse(r).into_response(),
+    };
+    let chain = s.model.chain(&Spender::user(user), 1);
+    match s
+        .limiter
+        .check_for(&chain, FailurePolicy::Closed, &parts.headers)
+        .await
+    {
+        Ok(admitted) => (admitted, "{\"suggestions\":[]}").into_response(),
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// The example's router over `store`, with its model budget (shared with the job).
+pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigError> {
+    let limiter = Limiter::builder(store).name("food-api").build()?;
+    let (minute, hour, day) = (
+        Duration::from_secs(60),
+        Duration::from_secs(3_600),
+        Duration::from_secs(86_400),
+    );
+    let ip: ClientIp = client_ip();
+    // The failure policy is chosen here, at each route, next to its limits.
+    let two_keys = |name: &str,
+                    account: u64,
+                    per_ip: u64,
+                    window: Duration,
+                    policy: FailurePolicy|
+     -> Result<RateLimitLayer, ConfigError> {
+        Ok(RateLimitLayer::new(limiter.clone())
+            .rule(
+                Rule::new(Limit::fixed_window(name, account, window)?, Bearer::new())
+                    .on_store_error(policy),
+            )
+            .rule(
+                Rule::new(
+                    Limit::fixed_window(&format!("{name}-ip"), per_ip, window)?,
+                    ip.clone(),
+                )
+                .on_store_error(policy),
+            ))
+    };
+    let products = two_keys("products", 120, 600, minute, FailurePolicy::Open)?;
+    let search = two_keys("search", 60, 300, minute, FailurePolicy::Open)?;
+    let taxonomy = two_keys("taxonomy", 30, 300, minute, FailurePolicy::Open)?;
+    let contributions = two_keys("contributions", 20, 100, minute, FailurePolicy::Closed)?;
+    let support = two_keys("support", 5, 20, hour, FailurePolicy::Closed)?;
+    let captures = RateLimitLayer::new(limiter.clone())
+        .rule(Rule::new(
+            Limit::fixed_window("captures", 10, minute)?,
+            Bearer::new(),
+        ))
+        .rule(Rule::new(
+            Limit::fixed_window("captures-day", 100, day)?,
+            Bearer::new(),
+        ))
+        .rule(Rule::new(
+            Limit::fixed_window("captures-ip", 50, minute)?,
+            ip.clone(),
+        ));
+    let webhooks = RateLimitLayer::new(limiter.clone()).rule(
+        Rule::new(Limit::fixed_window("webhooks-ip", 600, minute)?, ip)
+            .on_store_error(FailurePolicy::Open),
+    );
+    let state = AppState {
+        limiter: HandlerLimiter::new(limiter),
+        model,
+    };
+    Ok(Router::new()
+        .route(
+            "/products/{code}",
+            get(|| async { "{\"name\":\"oat milk\"}" }).layer(products),
+        )
+        .route(
+            "/search",
+            get(|| async { "{\"results\":[]}" }).layer(search),
+        )
+        .route(
+            "/taxonomy",
+            get(|| async { "{\"ingredients\":[]}" }).layer(taxonomy),
+        )
+        .route(
+            "/captures",
+            post(|| async { "{\"text\":\"oats, water\"}" }).layer(captures),
+        )
+        .route(
+            "/contributions",
+            post(|| async { "{\"saved\":true}" }).layer(contributions),
+        )
+        .route(
+            "/support",
+            post(|| async { "{\"ticket\":1}" }).layer(support),
+        )
+        .route(
+            "/webhooks/billing",
+            post(|| async { "{\"ok\":true}" }).layer(webhooks),
+        )
+        .route("/curation/suggest", post(curate))
+        .route("/curation/classify", post(curate))
+        .with_state(state)
+        .layer(
+            CorsLayer::new()
+                .allow_origin(Any)
+                .expose_headers(EXPOSED_HEADERS),
+        ))
+}
+
+/// The router on Redis (`REDIS_URL`) or in memory.
+pub fn app() -> Result<Router, ConfigError> {
+    let store = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => AnyStore::Redis(RedisStore::builder(url).build()?),
+        _ => AnyStore::Memory(MemoryStore::new()),
+    };
+    app_with_store(store, model_budget()?)
+}
+
+/// Serves `app` on `listener`.
+pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+}

@@ -1,0 +1,159 @@
+//! food-api: two keys per route, per-route failure policies, a shared model budget.
+
+use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, RedisStore, Store};
+use rate_limit_examples::food_api::{app_with_store, model_budget, resolve_ingredients};
+use rate_limit_tests::redis::{RedisServer, free_port};
+use rate_limit_tests::{Server, client};
+use reqwest::StatusCode;
+
+async fn table(store: AnyStore) {
+    let model = model_budget().unwrap();
+    let server = Server::start(app_with_store(store.clone(), model.clone()).unwrap())
+        .await
+        .unwrap();
+    let http = client();
+    let search = |account: &str| {
+        http.get(server.url("/search"))
+            .header("authorization", format!("Bearer {account}"))
+            .send()
+    };
+    // Account cycling from one address: each account is fine, the address is not.
+    for i in 0..300 {
+        let r = search(&format!("acct{}", i / 30)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{i}");
+    }
+    let r = search("acct-fresh").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        r.headers()["ratelimit-limit"],
+        "300",
+        "the IP limit refused"
+    );
+
+    // Minute before day, in order: hammering while refused does not burn the day.
+    let capture = || {
+        http.post(server.url("/captures"))
+            .header("authorization", "Bearer ann")
+            .send()
+    };
+    for _ in 0..10 {
+        assert_eq!(capture().await.unwrap().status(), StatusCode::OK);
+    }
+    for _ in 0..20 {
+        assert_eq!(
+            capture().await.unwrap().status(),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+    }
+    let day =
+        Limit::fixed_window("captures-day", 100, std::time::Duration::from_secs(86_400)).unwrap();
+    assert_eq!(
+        store
+            .peek(&day.key(Principal::user("ann")))
+            .await
+            .unwrap()
+            .remaining(),
+        90
+    );
+
+    // The model budget: two routes share a user's 50 calls a day; the job has its own cap.
+    let curate = |path: &str| {
+        http.post(server.url(path))
+            .header("authorization", "Bearer bob")
+            .send()
+    };
+    for i in 0..50 {
+        let path = if i % 2 == 0 {
+            "/curation/suggest"
+        } else {
+            "/curation/classify"
+        };
+        assert_eq!(curate(path).await.unwrap().status(), StatusCode::OK, "{i}");
+    }
+    let r = curate("/curation/classify").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["ratelimit-limit"], "50");
+    let limiter = Limiter::new(store.clone());
+    for _ in 0..20 {
+        assert!(
+            resolve_ingredients(&limiter, &model).await,
+            "the job is not a user"
+        );
+    }
+    let global = store
+        .peek(&model.global().key(Principal::global()))
+        .await
+        .unwrap();
+    assert_eq!(
+        global.remaining(),
+        2_000 - 70,
+        "users and the job spend one ceiling"
+    );
+    assert_eq!(
+        curate("/curation/suggest").await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    // CORS: the headers are readable by a browser app.
+    let r = http
+        .get(server.url("/products/123"))
+        .header("authorization", "Bearer carol")
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .unwrap();
+    let exposed = r.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(
+        exposed.contains("ratelimit-remaining") && exposed.contains("retry-after"),
+        "{exposed}"
+    );
+}
+
+#[tokio::test]
+async fn the_table_on_the_memory_store() {
+    table(AnyStore::Memory(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn the_table_on_redis() {
+    let server = RedisServer::start();
+    table(AnyStore::Redis(
+        RedisStore::builder(server.url()).build().unwrap(),
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn each_route_keeps_the_policy_written_beside_it() {
+    let down = AnyStore::Redis(
+        RedisStore::builder(format!("redis://127.0.0.1:{}/", free_port()))
+            .build()
+            .unwrap(),
+    );
+    let server = Server::start(app_with_store(down, model_budget().unwrap()).unwrap())
+        .await
+        .unwrap();
+    let http = client();
+    let auth = "Bearer dana";
+    for (method, path, want) in [
+        ("GET", "/taxonomy", StatusCode::OK),
+        ("GET", "/products/1", StatusCode::OK),
+        ("POST", "/webhooks/billing", StatusCode::OK),
+        ("POST", "/captures", StatusCode::SERVICE_UNAVAILABLE),
+        ("POST", "/contributions", StatusCode::SERVICE_UNAVAILABLE),
+        ("POST", "/support", StatusCode::SERVICE_UNAVAILABLE),
+        ("POST", "/curation/suggest", StatusCode::SERVICE_UNAVAILABLE),
+    ] {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let r = http
+            .request(m, server.url(path))
+            .header("authorization", auth)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), want, "{path}");
+    }
+}
