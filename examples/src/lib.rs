@@ -4,5 +4,6 @@
 pub mod ask_ai;
 pub mod edge_fallback;
 pub mod food_api;
+pub mod platform;
 pub mod quiz_night;
 pub mod simulate;

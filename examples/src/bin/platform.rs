@@ -1,0 +1,28 @@
+//! `cargo run -p rate-limit-examples --bin platform` (`PLATFORM_BIND`, default 127.0.0.1:3004;
+//! `REDIS_URL` to count in Redis).
+
+use rate_limit_examples::platform::{app, serve};
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt().with_target(false).init();
+    let router = app().unwrap_or_else(|e| {
+        eprintln!("platform: {e}");
+        std::process::exit(2)
+    });
+    let bind = std::env::var("PLATFORM_BIND").unwrap_or_else(|_| "127.0.0.1:3004".to_owned());
+    let listener = tokio::net::TcpListener::bind(&bind)
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("platform: cannot listen on {bind}: {e}");
+            std::process::exit(1)
+        });
+    println!(
+        "listening on http://{}",
+        listener.local_addr().map_or(bind, |a| a.to_string())
+    );
+    if let Err(e) = serve(listener, router).await {
+        eprintln!("platform: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,212 @@
+//! platform (design document 001): one rate-limiting primitive, four consumers, each with
+//! its own strategy and failure mode.
+//!
+//! | consumer | limits | strategy | store down |
+//! |---|---|---|---|
+//! | harvester (outbound) | the remote side's, learned | token bucket with AIMD, per scope | open |
+//! | login (`POST /login`) | 30 / 15 min per IP, 5 / 15 min per account | exact sliding window | closed: fail-open would open a guessing window |
+//! | API keys (`GET /api/v1/things`, `x-api-key`) | bucket of 60 per key, +1/s | token bucket | open: a rate optimisation |
+//! | messenger webhooks (`POST /messenger/{source}/{channel}`) | 300/min per IP, 1 000/min per source, 120/min per channel | sliding window | closed |
+//!
+//! A rejection of an application call is a 429 with `Retry-After`; to the harvester, the
+//! same rejection is a signal to back off ([`Pace::Wait`]).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rate_limit_axum::{HandlerLimiter, PathParam, RejectionResponse, client_ip};
+use rate_limit_core::{
+    Adaptive, Aimd, AnyStore, Chain, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, Pace,
+    Principal, PrincipalKind, RedisStore,
+};
+use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
+use rate_limit_tower::{RateLimitLayer, Rule};
+
+#[derive(Clone)]
+struct AppState {
+    limiter: HandlerLimiter,
+    ip: ClientIp,
+    login_ip: Limit,
+    login_account: Limit,
+}
+
+impl axum::extract::FromRef<AppState> for HandlerLimiter {
+    fn from_ref(s: &AppState) -> Self {
+        s.limiter.clone()
+    }
+}
+
+async fn login(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response {
+    #[derive(serde::Deserialize)]
+    struct Login {
+        email: String,
+    }
+    let Ok(l) = serde_json::from_slice::<Login>(&body) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "{\"error\":\"expected JSON {\\\"email\\\", \\\"password\\\"}\"}",
+        )
+            .into_response();
+    };
+    let ip = match s.ip.resolve(&parts) {
+        Ok(ip) => ip,
+        Err(r) => return RejectionResponse(r).into_response(),
+    };
+    let chain = Chain::charge_all()
+        .check(&s.login_ip, Principal::ip(ip))
+        .check(
+            &s.login_account,
+            Principal::personal(PrincipalKind::User, l.email.trim().to_lowercase()),
+        );
+    match s
+        .limiter
+        .check_for(&chain, FailurePolicy::Closed, &parts.headers)
+        .await
+    {
+        // The demo knows no passwords: every attempt is wrong, and every attempt counts.
+        Ok(admitted) => (
+            StatusCode::UNAUTHORIZED,
+            admitted,
+            "{\"error\":\"invalid credentials\"}",
+        )
+            .into_response(),
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// The platform's router over `store`.
+pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
+    let limiter = Limiter::builder(store).name("platform").build()?;
+    let (minute, quarter) = (Duration::from_secs(60), Duration::from_secs(900));
+    let ip = client_ip();
+    let api_keys = RateLimitLayer::new(limiter.clone()).rule(
+        Rule::new(
+            Limit::token_bucket("api-key", 60, 1, Duration::from_secs(1))?,
+            HeaderKey::new(
+                http::HeaderName::from_static("x-api-key"),
+                PrincipalKind::ApiKey,
+            )
+            .personal()
+            .unauthorized(http::HeaderValue::from_static("ApiKey")),
+        )
+        .on_store_error(FailurePolicy::Open),
+    );
+    let source = PathParam::new("source", PrincipalKind::custom("source")?);
+    let source_for_channel = source.clone();
+    let channel = PathParam::new("channel", PrincipalKind::custom("channel")?);
+    let sc_kind = PrincipalKind::custom("source-channel")?;
+    let messenger = RateLimitLayer::new(limiter.clone())
+        .rule(Rule::new(
+            Limit::sliding_window("messenger-ip", 300, minute)?,
+            ip.clone(),
+        ))
+        .rule(Rule::new(
+            Limit::sliding_window("messenger-source", 1_000, minute)?,
+            source,
+        ))
+        .rule(Rule::new(
+            Limit::sliding_window("messenger-channel", 120, minute)?,
+            key_fn(move |p| {
+                let s = source_for_channel.extract(p)?;
+                let c = channel.extract(p)?;
+                Ok(Principal::composite(
+                    sc_kind.clone(),
+                    [s.value(), c.value()],
+                ))
+            }),
+        ));
+    let state = AppState {
+        limiter: HandlerLimiter::new(limiter),
+        ip,
+        login_ip: Limit::sliding_log("login-ip", 30, quarter)?,
+        login_account: Limit::sliding_log("login-account", 5, quarter)?,
+    };
+    Ok(Router::new()
+        .route("/login", post(login))
+        .route(
+            "/api/v1/things",
+            get(|| async { "{\"things\":[]}" }).layer(api_keys),
+        )
+        .route(
+            "/messenger/{source}/{channel}",
+            post(|| async { "{\"ok\":true}" }).layer(messenger),
+        )
+        .with_state(state))
+}
+
+/// The router on Redis (`REDIS_URL`) or in memory.
+pub fn app() -> Result<Router, ConfigError> {
+    let store = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => AnyStore::Redis(RedisStore::builder(url).build()?),
+        _ => AnyStore::Memory(MemoryStore::new()),
+    };
+    app_with_store(store)
+}
+
+/// What a harvest call got back from the remote side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remote {
+    /// 2xx.
+    Ok,
+    /// 429 or 503, with the remote side's `Retry-After` if it sent one.
+    Refused(Option<Duration>),
+}
+
+/// The harvester's loop for one scope: asks the pacer, waits when told, calls, and feeds
+/// the answer back. `sleep` and `call` are the caller's (a real client, or a simulation).
+/// Returns how many calls were made.
+pub async fn harvest<S, SF, C, CF>(
+    pacer: &Adaptive,
+    scope: &str,
+    calls: usize,
+    mut sleep: S,
+    mut call: C,
+) -> usize
+where
+    S: FnMut(Duration) -> SF,
+    SF: std::future::Future<Output = ()>,
+    C: FnMut() -> CF,
+    CF: std::future::Future<Output = Remote>,
+{
+    let mut made = 0;
+    while made < calls {
+        match pacer.acquire(scope) {
+            Pace::Wait(d) => sleep(d).await,
+            Pace::Go => {
+                made += 1;
+                match call().await {
+                    Remote::Ok => pacer.success(scope),
+                    Remote::Refused(retry) => pacer.rejected(scope, retry),
+                }
+            }
+        }
+    }
+    made
+}
+
+/// The harvester's settings: start slow, add one call per second per quiet second, halve
+/// on a refusal.
+pub fn harvester() -> Result<Adaptive, ConfigError> {
+    Adaptive::new(Aimd {
+        initial: 1.0,
+        increase: 1.0,
+        decrease: 0.5,
+        ..Aimd::default()
+    })
+}
+
+/// Serves `app` on `listener`.
+pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+}

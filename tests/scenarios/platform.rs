@@ -1,0 +1,182 @@
+//! platform: login, API keys, messenger webhooks, and the adaptive harvester.
+
+use std::time::Duration;
+
+use rate_limit_core::{
+    Adaptive, Aimd, AnyStore, Chain, Clock, FakeClock, Limit, MemoryStore, Principal, RedisStore,
+};
+use rate_limit_examples::platform::{Remote, app_with_store, harvest};
+use rate_limit_tests::redis::{RedisServer, free_port};
+use rate_limit_tests::{Server, client};
+use reqwest::StatusCode;
+
+async fn table(store: AnyStore) {
+    let server = Server::start(app_with_store(store).unwrap()).await.unwrap();
+    let http = client();
+    let login = |email: &str| {
+        http.post(server.url("/login"))
+            .body(format!("{{\"email\":\"{email}\",\"password\":\"x\"}}"))
+            .send()
+    };
+    for _ in 0..5 {
+        assert_eq!(
+            login("eve@example.com").await.unwrap().status(),
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    assert_eq!(
+        login("EVE@example.com").await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    for i in 0..24 {
+        assert_eq!(
+            login(&format!("u{i}@example.com")).await.unwrap().status(),
+            StatusCode::UNAUTHORIZED,
+            "{i}"
+        );
+    }
+    let r = login("fresh@example.com").await.unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "30 attempts per IP"
+    );
+    assert_eq!(r.headers()["ratelimit-limit"], "30");
+
+    let things = |key: Option<&str>| {
+        let mut b = http.get(server.url("/api/v1/things"));
+        if let Some(k) = key {
+            b = b.header("x-api-key", k);
+        }
+        b.send()
+    };
+    for _ in 0..60 {
+        assert_eq!(
+            things(Some("sk_one")).await.unwrap().status(),
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        things(Some("sk_one")).await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        things(Some("sk_two")).await.unwrap().status(),
+        StatusCode::OK
+    );
+    let r = things(None).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers()["www-authenticate"], "ApiKey");
+
+    let hook = |source: &str, channel: &str| {
+        http.post(server.url(&format!("/messenger/{source}/{channel}")))
+            .send()
+    };
+    for _ in 0..120 {
+        assert_eq!(
+            hook("slack", "general").await.unwrap().status(),
+            StatusCode::OK
+        );
+    }
+    let r = hook("slack", "general").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["ratelimit-limit"], "120");
+    assert_eq!(
+        hook("slack", "random").await.unwrap().status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn the_table_on_the_memory_store() {
+    table(AnyStore::Memory(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn the_table_on_redis() {
+    let server = RedisServer::start();
+    table(AnyStore::Redis(
+        RedisStore::builder(server.url()).build().unwrap(),
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn protection_fails_closed_throttling_fails_open() {
+    let down = AnyStore::Redis(
+        RedisStore::builder(format!("redis://127.0.0.1:{}/", free_port()))
+            .build()
+            .unwrap(),
+    );
+    let server = Server::start(app_with_store(down).unwrap()).await.unwrap();
+    let http = client();
+    let r = http
+        .post(server.url("/login"))
+        .body("{\"email\":\"a@b.c\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let r = http
+        .post(server.url("/messenger/slack/general"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let r = http
+        .get(server.url("/api/v1/things"))
+        .header("x-api-key", "k")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_harvester_backs_off_and_settles_under_the_remote_limit() {
+    const T0: u64 = 1_799_971_200_000_000;
+    let clock = FakeClock::at_micros(T0);
+    // The remote site: 10 calls a second, then 429 with Retry-After.
+    let remote = MemoryStore::builder().clock(clock.clone()).build().unwrap();
+    let limit = Limit::sliding_log("remote", 10, Duration::from_secs(1)).unwrap();
+    let site = Chain::new().check(&limit, Principal::global());
+    let pacer = Adaptive::with_clock(
+        Aimd {
+            initial: 1.0,
+            ..Aimd::default()
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    let sent = std::cell::RefCell::new(Vec::new());
+    let made = harvest(
+        &pacer,
+        "example.org",
+        1_200,
+        |d| {
+            clock.advance(d);
+            std::future::ready(())
+        },
+        || {
+            sent.borrow_mut()
+                .push((clock.now_micros() - T0) / 1_000_000);
+            let d = remote.check_now(&site);
+            std::future::ready(match d.denied_by() {
+                None => Remote::Ok,
+                Some((_, why)) => Remote::Refused(why.retry_after()),
+            })
+        },
+    )
+    .await;
+    assert_eq!(made, 1_200);
+    let sent = sent.into_inner();
+    let last_second = *sent.last().unwrap();
+    let per_second = |s: u64| sent.iter().filter(|&&t| t == s).count() as f64;
+    let last20: Vec<f64> = (last_second - 20..last_second).map(per_second).collect();
+    let avg = last20.iter().sum::<f64>() / 20.0;
+    assert!(
+        (6.0..=10.0).contains(&avg),
+        "average {avg} of 10: {last20:?}"
+    );
+    assert!(sent.iter().map(|&s| per_second(s)).fold(0.0, f64::max) <= 11.0);
+}
