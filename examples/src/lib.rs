@@ -2,6 +2,7 @@
 //! run it in-process, and a thin binary in `src/bin/`.
 
 pub mod ask_ai;
+pub mod bench_server;
 pub mod edge_fallback;
 pub mod food_api;
 pub mod platform;

@@ -15,6 +15,7 @@ use tower_service::Service;
 use crate::body::ResponseBody;
 use crate::headers::RateLimitInfo;
 use crate::layer::Shared;
+#[cfg(feature = "metrics")]
 use crate::metrics;
 use crate::service::{Ctx, Next};
 
@@ -24,8 +25,10 @@ pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Answer> + Send>>);
 impl CheckFuture {
     pub(crate) fn new(shared: Arc<Shared>, chain: Chain) -> Self {
         Self(Box::pin(async move {
+            #[cfg(feature = "metrics")]
             let started = tokio::time::Instant::now();
             let answer = shared.limiter.check(&chain, shared.policy).await;
+            #[cfg(feature = "metrics")]
             metrics::latency(started.elapsed());
             answer
         }))

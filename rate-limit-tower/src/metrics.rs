@@ -9,6 +9,7 @@
 //! | `rate_limit_fallback_total` | counter | `limit`, `policy` |
 //! | `rate_limit_store_seconds` | histogram | none |
 
+#[cfg(feature = "metrics")]
 use std::time::Duration;
 
 #[cfg(feature = "metrics")]
@@ -30,11 +31,11 @@ mod on {
 
 #[cfg(not(feature = "metrics"))]
 mod on {
-    use super::Duration;
 
     pub(crate) fn count(_: &'static str, _: &str) {}
     pub(crate) fn count2(_: &'static str, _: &str, _: &'static str, _: &'static str) {}
-    pub(crate) fn latency(_: Duration) {}
 }
 
-pub(crate) use on::{count, count2, latency};
+#[cfg(feature = "metrics")]
+pub(crate) use on::latency;
+pub(crate) use on::{count, count2};

@@ -1,0 +1,107 @@
+//! bench-server: `GET /` answers `ok`, limited per `x-key` header, for load generators.
+//!
+//! `BENCH_BIND` (default `127.0.0.1:3900`), `BENCH_ALGORITHM` (`token-bucket`,
+//! `sliding-window`, `fixed-window`), `BENCH_LIMIT` (default 1 000 000: never reached),
+//! `BENCH_WINDOW_MS` (default 1 000), `REDIS_URL` (unset: the memory store). The default
+//! rate-limit headers are on, as a real deployment would send them.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use rate_limit_core::{
+    AnyStore, ConfigError, Limit, Limiter, MemoryStore, PrincipalKind, RedisStore,
+};
+use rate_limit_tower::extract::HeaderKey;
+use rate_limit_tower::{RateLimitLayer, Rule};
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// `token-bucket`, `sliding-window` or `fixed-window`.
+    pub algorithm: String,
+    /// The quota (a bucket's capacity; it refills the same amount per window).
+    pub limit: u64,
+    /// The window, in milliseconds.
+    pub window_ms: u64,
+    /// Count in this Redis instead of memory.
+    pub redis_url: Option<String>,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        Self {
+            algorithm: "token-bucket".to_owned(),
+            limit: 1_000_000,
+            window_ms: 1_000,
+            redis_url: None,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// From the environment (see the module docs).
+    pub fn from_env() -> Self {
+        let d = Self::default();
+        let num = |k: &str, v: u64| {
+            std::env::var(k)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(v)
+        };
+        Self {
+            algorithm: std::env::var("BENCH_ALGORITHM").unwrap_or(d.algorithm),
+            limit: num("BENCH_LIMIT", d.limit),
+            window_ms: num("BENCH_WINDOW_MS", d.window_ms),
+            redis_url: std::env::var("REDIS_URL").ok().filter(|s| !s.is_empty()),
+        }
+    }
+
+    /// The limit these settings describe.
+    pub fn limit(&self) -> Result<Limit, ConfigError> {
+        let w = Duration::from_millis(self.window_ms);
+        match self.algorithm.as_str() {
+            "sliding-window" => Limit::sliding_window("bench", self.limit, w),
+            "fixed-window" => Limit::fixed_window("bench", self.limit, w),
+            _ => Limit::token_bucket(
+                "bench",
+                self.limit.min(u64::from(u32::MAX)),
+                self.limit.min(u64::from(u32::MAX)),
+                w,
+            ),
+        }
+    }
+}
+
+/// The limited app.
+pub fn app(cfg: &BenchConfig) -> Result<Router, ConfigError> {
+    let store = match &cfg.redis_url {
+        Some(url) => AnyStore::Redis(RedisStore::builder(url.clone()).build()?),
+        None => AnyStore::Memory(MemoryStore::new()),
+    };
+    let layer = RateLimitLayer::new(Limiter::new(store)).rule(Rule::new(
+        cfg.limit()?,
+        HeaderKey::new(
+            http::HeaderName::from_static("x-key"),
+            PrincipalKind::custom("key")?,
+        ),
+    ));
+    Ok(Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer))
+}
+
+/// The same app without a limiter: the baseline.
+pub fn bare_app() -> Router {
+    Router::new().route("/", get(|| async { "ok" }))
+}
+
+/// Serves `app` on `listener`.
+pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+}

@@ -1,0 +1,27 @@
+//! `cargo run --release -p rate-limit-examples --bin bench-server` (see
+//! `rate_limit_examples::bench_server` for the environment).
+
+use rate_limit_examples::bench_server::{BenchConfig, app, serve};
+
+#[tokio::main]
+async fn main() {
+    let router = app(&BenchConfig::from_env()).unwrap_or_else(|e| {
+        eprintln!("bench-server: {e}");
+        std::process::exit(2)
+    });
+    let bind = std::env::var("BENCH_BIND").unwrap_or_else(|_| "127.0.0.1:3900".to_owned());
+    let listener = tokio::net::TcpListener::bind(&bind)
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("bench-server: cannot listen on {bind}: {e}");
+            std::process::exit(1)
+        });
+    println!(
+        "listening on http://{}",
+        listener.local_addr().map_or(bind, |a| a.to_string())
+    );
+    if let Err(e) = serve(listener, router).await {
+        eprintln!("bench-server: {e}");
+        std::process::exit(1);
+    }
+}
