@@ -39,8 +39,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rate_limit_axum::PathParam;
 use rate_limit_core::{
-    AnyStore, Chain, ConfigError, Dedupe, FailurePolicy, Limit, Limiter, MemoryStore, Principal,
-    PrincipalKind, RedisStore,
+    AnyStore, Chain, ConfigError, Dedupe, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
 use rate_limit_tower::extract::{Global, KeyExtractor, Rejection, key_fn};
 use rate_limit_tower::{RateLimitLayer, Rule};
@@ -258,10 +257,7 @@ pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
 
 /// The router on Redis (`REDIS_URL`) or in memory.
 pub fn app() -> Result<Router, ConfigError> {
-    let store = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => AnyStore::Redis(RedisStore::builder(url).build()?),
-        _ => AnyStore::Memory(MemoryStore::new()),
-    };
+    let store = crate::store_from_env()?;
     app_with_store(store)
 }
 

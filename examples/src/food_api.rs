@@ -31,9 +31,7 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rate_limit_axum::{HandlerLimiter, RejectionResponse, client_ip};
-use rate_limit_core::{
-    AnyStore, Budget, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, RedisStore, Spender,
-};
+use rate_limit_core::{AnyStore, Budget, ConfigError, FailurePolicy, Limit, Limiter, Spender};
 use rate_limit_tower::extract::{Bearer, ClientIp, KeyExtractor};
 use rate_limit_tower::{EXPOSED_HEADERS, RateLimitLayer, Rule};
 use tower_http::cors::{Any, CorsLayer};
@@ -176,10 +174,7 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
 
 /// The router on Redis (`REDIS_URL`) or in memory.
 pub fn app() -> Result<Router, ConfigError> {
-    let store = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => AnyStore::Redis(RedisStore::builder(url).build()?),
-        _ => AnyStore::Memory(MemoryStore::new()),
-    };
+    let store = crate::store_from_env()?;
     app_with_store(store, model_budget()?)
 }
 

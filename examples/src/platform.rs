@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rate_limit_axum::{HandlerLimiter, PathParam, RejectionResponse, client_ip};
 use rate_limit_core::{
-    Adaptive, Aimd, AnyStore, Chain, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, Pace,
-    Principal, PrincipalKind, RedisStore,
+    Adaptive, Aimd, AnyStore, Chain, ConfigError, FailurePolicy, Limit, Limiter, Pace, Principal,
+    PrincipalKind,
 };
 use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
 use rate_limit_tower::{RateLimitLayer, Rule};
@@ -143,10 +143,7 @@ pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
 
 /// The router on Redis (`REDIS_URL`) or in memory.
 pub fn app() -> Result<Router, ConfigError> {
-    let store = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => AnyStore::Redis(RedisStore::builder(url).build()?),
-        _ => AnyStore::Memory(MemoryStore::new()),
-    };
+    let store = crate::store_from_env()?;
     app_with_store(store)
 }
 

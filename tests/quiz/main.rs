@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use rate_limit_core::{AnyStore, MemoryStore, RedisStore};
+use rate_limit_core::{AnyStore, MemoryStore};
 use rate_limit_examples::quiz_night::{QuizConfig, app_with_store};
-use rate_limit_tests::redis::{RedisServer, free_port};
+use rate_limit_tests::redis::{RedisServer, down_store};
 use rate_limit_tests::{Server, client};
 use reqwest::StatusCode;
 
@@ -280,10 +280,7 @@ async fn the_whole_table_on_the_memory_store() {
 #[tokio::test]
 async fn the_whole_table_on_redis() {
     let server = RedisServer::start();
-    table(AnyStore::Redis(
-        RedisStore::builder(server.url()).build().unwrap(),
-    ))
-    .await;
+    table(server.store()).await;
 }
 
 #[tokio::test]
@@ -327,12 +324,7 @@ async fn the_global_guard_counts_a_whole_room_and_never_the_page_or_health() {
 
 #[tokio::test]
 async fn with_redis_down_fail_closed_routes_answer_503_within_a_second() {
-    let down = format!("redis://127.0.0.1:{}/", free_port());
-    let s = start(
-        AnyStore::Redis(RedisStore::builder(down).build().unwrap()),
-        "",
-    )
-    .await;
+    let s = start(down_store(), "").await;
     let http = client();
     let t0 = Instant::now();
     let r = http

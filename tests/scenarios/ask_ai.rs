@@ -1,8 +1,8 @@
 //! ask-ai: the docs platform's table, end to end.
 
-use rate_limit_core::{AnyStore, Chain, Limiter, MemoryStore, Principal, RedisStore, Store};
+use rate_limit_core::{AnyStore, Chain, Limiter, MemoryStore, Principal, Store};
 use rate_limit_examples::ask_ai::{AskLimits, ai_update_after_push, app_with_store, org};
-use rate_limit_tests::redis::{RedisServer, free_port};
+use rate_limit_tests::redis::{RedisServer, down_store};
 use rate_limit_tests::{Server, client};
 use reqwest::StatusCode;
 
@@ -140,19 +140,12 @@ async fn the_table_on_the_memory_store() {
 #[tokio::test]
 async fn the_table_on_redis() {
     let server = RedisServer::start();
-    table(AnyStore::Redis(
-        RedisStore::builder(server.url()).build().unwrap(),
-    ))
-    .await;
+    table(server.store()).await;
 }
 
 #[tokio::test]
 async fn with_redis_down_ask_fails_closed_and_signed_in_actions_stay_open() {
-    let down = AnyStore::Redis(
-        RedisStore::builder(format!("redis://127.0.0.1:{}/", free_port()))
-            .build()
-            .unwrap(),
-    );
+    let down = down_store();
     let server = Server::start(app_with_store(down).unwrap()).await.unwrap();
     let http = client();
     let r = http

@@ -1,8 +1,8 @@
 //! food-api: two keys per route, per-route failure policies, a shared model budget.
 
-use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, RedisStore, Store};
+use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, Store};
 use rate_limit_examples::food_api::{app_with_store, model_budget, resolve_ingredients};
-use rate_limit_tests::redis::{RedisServer, free_port};
+use rate_limit_tests::redis::{RedisServer, down_store};
 use rate_limit_tests::{Server, client};
 use reqwest::StatusCode;
 
@@ -120,19 +120,12 @@ async fn the_table_on_the_memory_store() {
 #[tokio::test]
 async fn the_table_on_redis() {
     let server = RedisServer::start();
-    table(AnyStore::Redis(
-        RedisStore::builder(server.url()).build().unwrap(),
-    ))
-    .await;
+    table(server.store()).await;
 }
 
 #[tokio::test]
 async fn each_route_keeps_the_policy_written_beside_it() {
-    let down = AnyStore::Redis(
-        RedisStore::builder(format!("redis://127.0.0.1:{}/", free_port()))
-            .build()
-            .unwrap(),
-    );
+    let down = down_store();
     let server = Server::start(app_with_store(down, model_budget().unwrap()).unwrap())
         .await
         .unwrap();

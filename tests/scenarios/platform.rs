@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use rate_limit_core::{
-    Adaptive, Aimd, AnyStore, Chain, Clock, FakeClock, Limit, MemoryStore, Principal, RedisStore,
+    Adaptive, Aimd, AnyStore, Chain, Clock, FakeClock, Limit, MemoryStore, Principal,
 };
 use rate_limit_examples::platform::{Remote, app_with_store, harvest};
-use rate_limit_tests::redis::{RedisServer, free_port};
+use rate_limit_tests::redis::{RedisServer, down_store};
 use rate_limit_tests::{Server, client};
 use reqwest::StatusCode;
 
@@ -95,19 +95,12 @@ async fn the_table_on_the_memory_store() {
 #[tokio::test]
 async fn the_table_on_redis() {
     let server = RedisServer::start();
-    table(AnyStore::Redis(
-        RedisStore::builder(server.url()).build().unwrap(),
-    ))
-    .await;
+    table(server.store()).await;
 }
 
 #[tokio::test]
 async fn protection_fails_closed_throttling_fails_open() {
-    let down = AnyStore::Redis(
-        RedisStore::builder(format!("redis://127.0.0.1:{}/", free_port()))
-            .build()
-            .unwrap(),
-    );
+    let down = down_store();
     let server = Server::start(app_with_store(down).unwrap()).await.unwrap();
     let http = client();
     let r = http

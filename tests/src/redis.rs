@@ -219,3 +219,24 @@ impl RedisCluster {
         &self.nodes
     }
 }
+
+/// A Redis store pointed at a port nobody listens on: Redis "down".
+pub fn down_store() -> rate_limit_core::AnyStore {
+    let url = format!("redis://127.0.0.1:{}/", free_port());
+    rate_limit_core::AnyStore::Redis(
+        rate_limit_core::RedisStore::builder(url)
+            .build()
+            .expect("a valid URL"),
+    )
+}
+
+impl RedisServer {
+    /// A store counting in this server.
+    pub fn store(&self) -> rate_limit_core::AnyStore {
+        rate_limit_core::AnyStore::Redis(
+            rate_limit_core::RedisStore::builder(self.url())
+                .build()
+                .expect("a valid URL"),
+        )
+    }
+}

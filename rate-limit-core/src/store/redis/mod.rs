@@ -194,6 +194,23 @@ fn bad_answer() -> StoreError {
     )
 }
 
+/// A script call: `keys`, then the `head` arguments, then the per-check `args`.
+fn invocation<'a>(
+    script: &'a Script,
+    keys: &[String],
+    head: &[u64],
+    args: &[u64],
+) -> redis::ScriptInvocation<'a> {
+    let mut inv = script.prepare_invoke();
+    for k in keys {
+        inv.key(k);
+    }
+    for a in head.iter().chain(args) {
+        inv.arg(*a);
+    }
+    inv
+}
+
 /// The script's arguments for one check.
 fn push_params(args: &mut Vec<u64>, key: &Key, cost: u64) {
     let (algo, p1, p2) = match key.params() {
@@ -275,14 +292,7 @@ impl RedisStore {
         mode: u64,
         args: &[u64],
     ) -> Result<(u64, Vec<Decision>), StoreError> {
-        let mut inv = self.inner.chain.prepare_invoke();
-        for k in keys {
-            inv.key(k);
-        }
-        inv.arg(mode).arg(self.inner.slack_ms);
-        for a in args {
-            inv.arg(*a);
-        }
+        let inv = invocation(&self.inner.chain, keys, &[mode, self.inner.slack_ms], args);
         let v: Value = self
             .inner
             .conn
@@ -293,14 +303,7 @@ impl RedisStore {
     }
 
     async fn refund(&self, keys: &[String], at: u64, args: &[u64]) {
-        let mut inv = self.inner.refund.prepare_invoke();
-        for k in keys {
-            inv.key(k);
-        }
-        inv.arg(at);
-        for a in args {
-            inv.arg(*a);
-        }
+        let inv = invocation(&self.inner.refund, keys, &[at], args);
         // A refund that fails leaves the charge until its window passes (documented).
         if let Err(e) = self
             .inner
