@@ -207,7 +207,9 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
     );
 
     let state = AppState {
-        limiter: HandlerLimiter::new(limiter.clone()),
+        // Refusals inside handlers answer like the layers: 303 to the page for browsers.
+        limiter: HandlerLimiter::new(limiter.clone())
+            .answering(rate_limit_tower::Answering::new().redirect_browsers(LIMITED_PAGE)),
         store,
         limits,
         client,
