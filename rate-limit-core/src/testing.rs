@@ -3,7 +3,8 @@
 #![allow(unreachable_pub)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::{
     Chain, ChainDecision, Check, Decision, Key, MemoryStore, Store, StoreError, StoreErrorKind,
@@ -26,7 +27,7 @@ pub enum Mode {
 #[derive(Debug, Clone)]
 pub struct FaultyStore {
     inner: MemoryStore,
-    mode: Arc<AtomicU8>,
+    mode: Arc<Mutex<Mode>>,
     calls: Arc<AtomicU64>,
 }
 
@@ -41,23 +42,14 @@ impl FaultyStore {
     pub fn new() -> Self {
         Self {
             inner: MemoryStore::new(),
-            mode: Arc::new(AtomicU8::new(0)),
+            mode: Arc::new(Mutex::new(Mode::Works)),
             calls: Arc::new(AtomicU64::new(0)),
         }
     }
 
     /// Changes how it behaves from the next call on.
     pub fn set(&self, mode: Mode) {
-        let v = match mode {
-            Mode::Works => 0,
-            Mode::Fails(StoreErrorKind::NotExecuted) => 1,
-            Mode::Fails(StoreErrorKind::Indeterminate) => 2,
-            Mode::Fails(StoreErrorKind::TimedOut) => 3,
-            Mode::Fails(StoreErrorKind::Rejected) => 6,
-            Mode::Fails(_) => 4,
-            Mode::Hangs => 5,
-        };
-        self.mode.store(v, Ordering::SeqCst);
+        *self.mode.lock().unwrap_or_else(PoisonError::into_inner) = mode;
     }
 
     /// How many calls reached it.
@@ -67,14 +59,11 @@ impl FaultyStore {
 
     async fn gate(&self) -> Result<(), StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        let kind = match self.mode.load(Ordering::SeqCst) {
-            0 => return Ok(()),
-            1 => StoreErrorKind::NotExecuted,
-            2 => StoreErrorKind::Indeterminate,
-            3 => StoreErrorKind::TimedOut,
-            4 => StoreErrorKind::Missing,
-            6 => StoreErrorKind::Rejected,
-            _ => return std::future::pending().await,
+        let mode = *self.mode.lock().unwrap_or_else(PoisonError::into_inner);
+        let kind = match mode {
+            Mode::Works => return Ok(()),
+            Mode::Fails(kind) => kind,
+            Mode::Hangs => return std::future::pending().await,
         };
         Err(StoreError::new(kind, "injected fault"))
     }

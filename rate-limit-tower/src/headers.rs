@@ -255,33 +255,33 @@ fn int(v: u64) -> Integer {
     Integer::try_from(v).unwrap_or(Integer::MAX)
 }
 
-/// `RateLimit-Policy: "name";q=100;w=60, ...`
-pub(crate) fn policy_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
+/// A structured-field list of the limits' names, each with two integer parameters.
+fn list(
+    limits: &[LimitStatus],
+    params: impl Fn(&LimitStatus) -> [(&'static str, u64); 2],
+) -> Option<HeaderValue> {
     let mut list = ListSerializer::new();
     for l in limits {
         // Limit names are validated as sf-string-safe when the limit is built.
         let Ok(name) = StringRef::from_str(&l.name) else {
             continue;
         };
+        let [(k1, v1), (k2, v2)] = params(l);
         list.bare_item(name)
-            .parameter(KeyRef::constant("q"), int(l.quota))
-            .parameter(KeyRef::constant("w"), int(l.window));
+            .parameter(KeyRef::constant(k1), int(v1))
+            .parameter(KeyRef::constant(k2), int(v2));
     }
     list.finish().and_then(|s| HeaderValue::try_from(s).ok())
 }
 
+/// `RateLimit-Policy: "name";q=100;w=60, ...`
+pub(crate) fn policy_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
+    list(limits, |l| [("q", l.quota), ("w", l.window)])
+}
+
 /// `RateLimit: "name";r=50;t=30, ...`
 pub(crate) fn ratelimit_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
-    let mut list = ListSerializer::new();
-    for l in limits {
-        let Ok(name) = StringRef::from_str(&l.name) else {
-            continue;
-        };
-        list.bare_item(name)
-            .parameter(KeyRef::constant("r"), int(l.remaining))
-            .parameter(KeyRef::constant("t"), int(l.reset));
-    }
-    list.finish().and_then(|s| HeaderValue::try_from(s).ok())
+    list(limits, |l| [("r", l.remaining), ("t", l.reset)])
 }
 
 /// `Retry-After` in whole seconds, rounded up, at least 1.

@@ -42,16 +42,7 @@ async fn table(store: AnyStore) {
         .unwrap();
     assert_eq!(all.remaining(), 5_000 - 16);
     // 20 a minute per visitor across projects.
-    for i in 0..4 {
-        assert_eq!(
-            ask(&format!("q{i}"), "198.51.100.9")
-                .await
-                .unwrap()
-                .status(),
-            StatusCode::OK
-        );
-    }
-    for i in 4..20 {
+    for i in 0..20 {
         assert_eq!(
             ask(&format!("q{i}"), "198.51.100.9")
                 .await
@@ -65,32 +56,18 @@ async fn table(store: AnyStore) {
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.headers()["ratelimit-limit"], "20");
     // Repository lookups: 60 an hour per org.
+    let lookup = |org: &str| {
+        http.get(server.url(&format!("/orgs/{org}/repos/lookup")))
+            .send()
+    };
     for _ in 0..60 {
-        assert_eq!(
-            http.get(server.url("/orgs/acme/repos/lookup"))
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            StatusCode::OK
-        );
+        assert_eq!(lookup("acme").await.unwrap().status(), StatusCode::OK);
     }
     assert_eq!(
-        http.get(server.url("/orgs/acme/repos/lookup"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        lookup("acme").await.unwrap().status(),
         StatusCode::TOO_MANY_REQUESTS
     );
-    assert_eq!(
-        http.get(server.url("/orgs/other/repos/lookup"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::OK
-    );
+    assert_eq!(lookup("other").await.unwrap().status(), StatusCode::OK);
     // Webhook deliveries are processed once.
     let hook = || {
         http.post(server.url("/webhooks/github"))

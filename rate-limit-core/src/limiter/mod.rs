@@ -302,7 +302,9 @@ impl<S: Store> Limiter<S> {
         Fut: Future<Output = Result<T, StoreError>>,
     {
         let inner = &self.inner;
-        let deadline = Instant::now() + inner.timeout;
+        // Read the clock only when a call has to wait (never, on the memory store).
+        let mut deadline = None;
+        let mut deadline = || *deadline.get_or_insert_with(|| Instant::now() + inner.timeout);
         let mut retries = 0;
         loop {
             // A store that answers at once (the memory store always does) needs no timer:
@@ -313,7 +315,7 @@ impl<S: Store> Limiter<S> {
                 .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
             let outcome = match first {
                 std::task::Poll::Ready(r) => Ok(r),
-                std::task::Poll::Pending => tokio::time::timeout_at(deadline, fut).await,
+                std::task::Poll::Pending => tokio::time::timeout_at(deadline(), fut).await,
             };
             match outcome {
                 Ok(Ok(v)) => {
@@ -321,7 +323,7 @@ impl<S: Store> Limiter<S> {
                     return Ok(v);
                 }
                 Ok(Err(e)) => {
-                    let time_left = Instant::now() + inner.retry_delay < deadline;
+                    let time_left = Instant::now() + inner.retry_delay < deadline();
                     if e.kind().is_retryable() && retries < inner.retries && time_left {
                         retries += 1;
                         tokio::time::sleep(inner.retry_delay).await;

@@ -204,13 +204,7 @@ impl ClientIp {
                     .iter()
                     .map(|v| v.to_str().ok())
                     .collect::<Option<Vec<_>>>()
-                    .map(|lines| {
-                        lines
-                            .iter()
-                            .flat_map(|l| l.split(','))
-                            .map(str::to_owned)
-                            .collect()
-                    }),
+                    .map(|lines| lines.into_iter().flat_map(|l| l.split(',')).collect()),
             )
         };
         let header = |name: &HeaderName| match parts.headers.get_all(name).iter().next_back() {
@@ -229,7 +223,7 @@ impl ClientIp {
                     .iter()
                     .map(|v| v.to_str().ok())
                     .collect::<Option<Vec<_>>>()
-                    .map(|lines| forwarded_for(&lines)),
+                    .map(|lines| forwarded_for(lines)),
             ),
             ForwardedSource::Header(name) => header(name),
             ForwardedSource::HeaderThenXForwardedFor(name) => match header(name) {
@@ -254,7 +248,7 @@ impl ClientIp {
     }
 
     /// Walks hops from the right. `None`: a header line was not text (garbage).
-    fn walk(&self, hops: Option<Vec<String>>) -> Walk {
+    fn walk(&self, hops: Option<Vec<&str>>) -> Walk {
         let Some(hops) = hops else {
             return Walk::Garbage;
         };
@@ -281,17 +275,16 @@ enum Walk {
 
 /// The `for=` values of `Forwarded` lines, in order. An element without `for=` yields an
 /// empty entry (garbage: it stops the walk).
-fn forwarded_for(lines: &[&str]) -> Vec<String> {
+fn forwarded_for(lines: Vec<&str>) -> Vec<&str> {
     lines
-        .iter()
+        .into_iter()
         .flat_map(|l| l.split(','))
         .map(|element| {
             element
                 .split(';')
                 .filter_map(|pair| pair.split_once('='))
                 .find(|(k, _)| k.trim().eq_ignore_ascii_case("for"))
-                .map(|(_, v)| v.trim().to_owned())
-                .unwrap_or_default()
+                .map_or("", |(_, v)| v.trim())
         })
         .collect()
 }

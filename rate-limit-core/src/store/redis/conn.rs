@@ -57,7 +57,6 @@ impl Conn {
     pub(super) async fn invoke<T: FromRedisValue>(
         &self,
         inv: &ScriptInvocation<'_>,
-        _route: Option<&str>,
     ) -> RedisResult<T> {
         match self {
             Self::Single(m) => inv.invoke_async(&mut m.clone()).await,
@@ -71,7 +70,7 @@ impl Conn {
         }
     }
 
-    pub(super) async fn query<T: FromRedisValue>(&self, cmd: &Cmd, _key: &str) -> RedisResult<T> {
+    pub(super) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
         match self {
             Self::Single(m) => cmd.query_async(&mut m.clone()).await,
             #[cfg(feature = "cluster")]

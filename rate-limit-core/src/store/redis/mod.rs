@@ -293,24 +293,14 @@ impl RedisStore {
         args: &[u64],
     ) -> Result<(u64, Vec<Decision>), StoreError> {
         let inv = invocation(&self.inner.chain, keys, &[mode, self.inner.slack_ms], args);
-        let v: Value = self
-            .inner
-            .conn
-            .invoke(&inv, keys.first().map(String::as_str))
-            .await
-            .map_err(store_error)?;
+        let v: Value = self.inner.conn.invoke(&inv).await.map_err(store_error)?;
         decode(&v)
     }
 
     async fn refund(&self, keys: &[String], at: u64, args: &[u64]) {
         let inv = invocation(&self.inner.refund, keys, &[at], args);
         // A refund that fails leaves the charge until its window passes (documented).
-        if let Err(e) = self
-            .inner
-            .conn
-            .invoke::<Value>(&inv, keys.first().map(String::as_str))
-            .await
-        {
+        if let Err(e) = self.inner.conn.invoke::<Value>(&inv).await {
             tracing::warn!(
                 name: "rate_limit.refund_failed",
                 error = classify(&e).as_str(),
@@ -352,6 +342,17 @@ impl RedisStore {
                 Err(store_error(e))
             }
         }
+    }
+
+    async fn del(&self, name: &str) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(name);
+        self.inner
+            .conn
+            .query::<Value>(&cmd)
+            .await
+            .map_err(store_error)?;
+        Ok(())
     }
 
     fn dedupe_key(&self, id: &str) -> String {
@@ -422,26 +423,14 @@ impl Dedupe for RedisStore {
         let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut cmd = redis::cmd("SET");
         cmd.arg(&name).arg(1).arg("NX").arg("PX").arg(ms);
-        let v: Value = self
-            .inner
-            .conn
-            .query(&cmd, &name)
-            .await
-            .map_err(store_error)?;
+        let v: Value = self.inner.conn.query(&cmd).await.map_err(store_error)?;
         Ok(!matches!(v, Value::Nil))
     }
 
     /// `DEL`.
     async fn release(&self, id: &str) -> Result<(), StoreError> {
         let name = self.dedupe_key(id);
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(&name);
-        self.inner
-            .conn
-            .query::<Value>(&cmd, &name)
-            .await
-            .map_err(store_error)?;
-        Ok(())
+        self.del(&name).await
     }
 }
 
@@ -469,13 +458,6 @@ impl Store for RedisStore {
 
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
         let name = self.key_name(key);
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(&name);
-        self.inner
-            .conn
-            .query::<Value>(&cmd, &name)
-            .await
-            .map_err(store_error)?;
-        Ok(())
+        self.del(&name).await
     }
 }
