@@ -249,3 +249,23 @@ async fn the_memory_store_deduplicates_too() {
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(store.first_seen("short", day).await.unwrap());
 }
+
+#[tokio::test]
+async fn a_refused_config_get_is_reported_as_unchecked() {
+    // Managed Redis services often disable CONFIG; the check must say it could not look.
+    let server = RedisServer::start_with(
+        rate_limit_tests::redis::free_port(),
+        &["--rename-command", "CONFIG", ""],
+    );
+    let redis = RedisStore::builder(server.url()).build().unwrap();
+    assert!(redis.check_eviction_policy().await.is_err());
+    // Limiting itself does not need CONFIG.
+    let l = Limit::fixed_window("no-config", 1, Duration::from_secs(60)).unwrap();
+    assert!(
+        redis
+            .check(&Chain::new().check(&l, Principal::user("u")))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+}
