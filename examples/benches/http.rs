@@ -14,71 +14,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use governor::middleware::StateInformationMiddleware;
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 use hyper::body::Bytes;
-use rate_limit_examples::bench_server::{BenchConfig, app, bare_app, serve};
-use tower_governor::GovernorLayer;
-use tower_governor::governor::GovernorConfigBuilder;
-use tower_governor::key_extractor::KeyExtractor;
+use rate_limit_examples::bench_server::serve;
+
+mod common;
+use common::Peer;
 
 const CONNECTIONS: usize = 32;
 const WARM: Duration = Duration::from_millis(500);
 const MEASURE: Duration = Duration::from_secs(2);
 const ROUNDS: usize = 3;
-
-#[derive(Clone)]
-struct XKey;
-
-impl KeyExtractor for XKey {
-    type Key = String;
-
-    fn extract<T>(&self, req: &http::Request<T>) -> Result<String, tower_governor::GovernorError> {
-        req.headers()
-            .get("x-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .ok_or(tower_governor::GovernorError::UnableToExtractKey)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Kind {
-    Bare,
-    Ours,
-    Governor,
-}
-
-fn router(kind: Kind, refused: bool) -> Router {
-    match kind {
-        Kind::Bare => bare_app(),
-        Kind::Ours => {
-            let cfg = if refused {
-                BenchConfig {
-                    limit: 1,
-                    window_ms: 3_600_000,
-                    ..BenchConfig::default()
-                }
-            } else {
-                BenchConfig::default()
-            };
-            app(&cfg).expect("valid bench config")
-        }
-        Kind::Governor => {
-            let mut b = GovernorConfigBuilder::default().key_extractor(XKey);
-            if refused {
-                b.per_second(3_600).burst_size(1);
-            } else {
-                b.per_nanosecond(1).burst_size(u32::MAX);
-            }
-            let conf: tower_governor::governor::GovernorConfig<XKey, StateInformationMiddleware> =
-                b.use_headers().finish().expect("valid governor config");
-            bare_app().layer(GovernorLayer::new(Arc::new(conf)))
-        }
-    }
-}
 
 struct Running {
     addr: SocketAddr,
@@ -86,7 +33,7 @@ struct Running {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn start(kind: Kind, refused: bool) -> Running {
+fn start(kind: Peer, refused: bool) -> Running {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
@@ -97,7 +44,7 @@ fn start(kind: Kind, refused: bool) -> Running {
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            let app = router(kind, refused);
+            let app = kind.router(refused);
             tokio::select! {
                 r = serve(listener, app) => r.unwrap(),
                 _ = stopped => {}
@@ -205,8 +152,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
-    let kinds = [Kind::Bare, Kind::Ours, Kind::Governor];
-    let mut table: Vec<(bool, Kind, f64, u64, u64, [u64; 2])> = Vec::new();
+    let kinds = Peer::ALL;
+    let mut table: Vec<(bool, Peer, f64, u64, u64, [u64; 2])> = Vec::new();
     for refused in [false, true] {
         let mut rps = vec![Vec::new(); 3];
         let mut p50 = vec![Vec::new(); 3];
@@ -261,7 +208,7 @@ fn main() {
             st[1]
         );
     }
-    let get = |refused: bool, kind: Kind| {
+    let get = |refused: bool, kind: Peer| {
         table
             .iter()
             .find(|r| r.0 == refused && r.1 == kind)
@@ -271,18 +218,18 @@ fn main() {
     println!();
     println!(
         "allowed: ours ÷ bare axum = {:.3}",
-        get(false, Kind::Ours) / get(false, Kind::Bare)
+        get(false, Peer::Ours) / get(false, Peer::Bare)
     );
     println!(
         "allowed: ours ÷ tower_governor = {:.3}",
-        get(false, Kind::Ours) / get(false, Kind::Governor)
+        get(false, Peer::Ours) / get(false, Peer::Governor)
     );
     println!(
         "refused ÷ allowed, ours = {:.3}",
-        get(true, Kind::Ours) / get(false, Kind::Ours)
+        get(true, Peer::Ours) / get(false, Peer::Ours)
     );
     println!(
         "refused ÷ allowed, tower_governor = {:.3}",
-        get(true, Kind::Governor) / get(false, Kind::Governor)
+        get(true, Peer::Governor) / get(false, Peer::Governor)
     );
 }

@@ -124,9 +124,16 @@ impl Text {
         }
     }
 
-    /// `tag:value` when `value` may stay literal and the whole fits.
-    fn literal(tag: &str, value: &[u8]) -> Option<Self> {
-        let n = tag.len() + 1 + value.len();
+    /// `prefix:value` (the prefix as [`PrincipalKind::write_prefix`] writes it) when
+    /// `value` may stay literal and the whole fits.
+    fn literal(kind: &PrincipalKind, value: &[u8]) -> Option<Self> {
+        let x: &[u8] = if matches!(kind, PrincipalKind::Custom(_)) {
+            b"x."
+        } else {
+            b""
+        };
+        let tag = kind.tag().as_bytes();
+        let n = x.len() + tag.len() + 1 + value.len();
         let ok = !value.is_empty()
             && value.len() <= MAX_LITERAL_LEN
             && n <= MAX_PRINCIPAL_LEN
@@ -135,9 +142,11 @@ impl Text {
             return None;
         }
         let mut buf = [0; MAX_PRINCIPAL_LEN];
-        buf[..tag.len()].copy_from_slice(tag.as_bytes());
-        buf[tag.len()] = b':';
-        buf[tag.len() + 1..n].copy_from_slice(value);
+        let mut at = 0;
+        for part in [x, tag, b":", value] {
+            buf[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
         Some(Self {
             len: u8::try_from(n).ok()?,
             buf,
@@ -206,10 +215,7 @@ impl Principal {
 
     fn one(kind: PrincipalKind, value: &[u8], always_hash: bool) -> Self {
         // The common case, a short safe value under a built-in kind, never allocates.
-        if !always_hash
-            && !matches!(kind, PrincipalKind::Custom(_))
-            && let Some(text) = Text::literal(kind.tag(), value)
-        {
+        if !always_hash && let Some(text) = Text::literal(&kind, value) {
             return Self { kind, text };
         }
         let mut text = String::with_capacity(8 + value.len().min(MAX_LITERAL_LEN));
@@ -339,6 +345,18 @@ mod tests {
         let c = PrincipalKind::custom("visitor-game").unwrap();
         let p = Principal::composite(c, ["1.2.3.4", "quiz"]);
         assert_eq!(p.as_str(), "x.visitor-game:1.2.3.4:quiz");
+        // One value under a custom kind renders inline, as the general path would.
+        let c = PrincipalKind::custom("k".repeat(32).as_str()).unwrap();
+        let v = "v".repeat(96 - 35);
+        let inline = Principal::new(c.clone(), &v);
+        assert_eq!(inline.as_str(), format!("x.{}:{v}", "k".repeat(32)));
+        // 2 + 32 + 1 + 62 > 96: too long to stay literal, so hashed whole, under the prefix.
+        let long = Principal::new(c, "v".repeat(62));
+        assert!(
+            long.as_str()
+                .starts_with(&format!("x.{}:~", "k".repeat(32)))
+        );
+        assert_eq!(long.as_str().len(), 2 + 32 + 1 + 33);
     }
 
     #[test]

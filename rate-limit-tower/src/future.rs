@@ -91,6 +91,22 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         }
     }
 
+    pub(crate) fn call(
+        fut: S::Future,
+        info: Option<RateLimitInfo>,
+        shared: Arc<Shared>,
+        ctx: Ctx,
+    ) -> Self {
+        Self {
+            kind: Kind::Call {
+                fut,
+                info,
+                shared,
+                ctx,
+            },
+        }
+    }
+
     pub(crate) fn check(
         check: CheckFuture,
         inner: S,
@@ -155,7 +171,8 @@ where
                     let answer = ready!(check.0.as_mut().poll(cx));
                     match shared.next(answer, *ctx) {
                         Next::Respond(mut resp) => {
-                            shared.decorate(&mut resp, None, *ctx);
+                            // The answer carries its headers already; only CORS is left.
+                            shared.expose(&mut resp, *ctx);
                             Kind::Ready {
                                 response: Some(resp),
                             }

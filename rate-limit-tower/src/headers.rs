@@ -22,10 +22,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use http::header::{ACCESS_CONTROL_EXPOSE_HEADERS, RETRY_AFTER, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use rate_limit_core::{ChainDecision, Decision, Outcome};
-use sfv::{Integer, KeyRef, ListSerializer, StringRef};
 
 /// `RateLimit-Limit`: the headline limit's quota.
 pub const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
@@ -224,64 +224,123 @@ impl RateLimitInfo {
     }
 
     /// Writes the headers of `style` (replacing any already there).
+    ///
+    /// Every value is rendered into one buffer and handed to the map as a slice of it: two
+    /// allocations for the five headers, whatever the number of limits.
     pub(crate) fn write(&self, style: HeaderStyle, headers: &mut HeaderMap) {
-        for name in [
-            &RATELIMIT_LIMIT,
-            &RATELIMIT_REMAINING,
-            &RATELIMIT_RESET,
-            &RATELIMIT_POLICY,
-            &RATELIMIT,
-        ] {
+        let trio = matches!(style, HeaderStyle::Trio | HeaderStyle::Both);
+        let ietf = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both);
+        // Room for every value at its longest (15 digits a number), so that no value
+        // moves the buffer: a move would cost one more allocation.
+        let mut buf = BytesMut::with_capacity(
+            if trio { 3 * 15 } else { 0 }
+                + if ietf {
+                    self.limits.iter().map(|l| 2 * (l.name.len() + 40)).sum()
+                } else {
+                    0
+                },
+        );
+        headers.reserve(5);
+        if trio {
+            let h = self.headline();
+            for (name, n) in [
+                (RATELIMIT_LIMIT, h.quota),
+                (RATELIMIT_REMAINING, h.remaining),
+                (RATELIMIT_RESET, h.reset),
+            ] {
+                put_int(&mut buf, n);
+                insert(headers, name, &mut buf);
+            }
+        } else {
+            for name in [&RATELIMIT_LIMIT, &RATELIMIT_REMAINING, &RATELIMIT_RESET] {
+                headers.remove(name);
+            }
+        }
+        if ietf {
+            put_list(&mut buf, &self.limits, [b";q=", b";w="], |l| {
+                [l.quota, l.window]
+            });
+            insert(headers, RATELIMIT_POLICY, &mut buf);
+            put_list(&mut buf, &self.limits, [b";r=", b";t="], |l| {
+                [l.remaining, l.reset]
+            });
+            insert(headers, RATELIMIT, &mut buf);
+        } else {
+            headers.remove(&RATELIMIT_POLICY);
+            headers.remove(&RATELIMIT);
+        }
+    }
+}
+
+/// The largest structured-field integer (RFC 9651 §3.3.1); larger counts are clamped.
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+fn put_int(buf: &mut BytesMut, n: u64) {
+    buf.extend_from_slice(itoa::Buffer::new().format(n.min(SF_INTEGER_MAX)).as_bytes());
+}
+
+/// Moves what `buf` holds into `name`'s value; nothing (and no stale value) if it is empty.
+fn insert(headers: &mut HeaderMap, name: HeaderName, buf: &mut BytesMut) {
+    let bytes = buf.split().freeze();
+    match (bytes.is_empty(), HeaderValue::from_maybe_shared(bytes)) {
+        (false, Ok(v)) => {
+            headers.insert(name, v);
+        }
+        _ => {
             headers.remove(name);
         }
-        if matches!(style, HeaderStyle::Trio | HeaderStyle::Both) {
-            let h = self.headline();
-            headers.insert(RATELIMIT_LIMIT, HeaderValue::from(h.quota));
-            headers.insert(RATELIMIT_REMAINING, HeaderValue::from(h.remaining));
-            headers.insert(RATELIMIT_RESET, HeaderValue::from(h.reset));
-        }
-        if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) {
-            if let Some(v) = policy_field(&self.limits) {
-                headers.insert(RATELIMIT_POLICY, v);
-            }
-            if let Some(v) = ratelimit_field(&self.limits) {
-                headers.insert(RATELIMIT, v);
-            }
-        }
     }
 }
 
-fn int(v: u64) -> Integer {
-    Integer::try_from(v).unwrap_or(Integer::MAX)
-}
-
-/// A structured-field list of the limits' names, each with two integer parameters.
-fn list(
+/// A structured-field list of the limits' names (sf-strings), each with two integer
+/// parameters: `"name";q=100;w=60, ...`. Limit names are checked when a limit is built
+/// (`A-Z a-z 0-9 . _ -`), so they need no escaping; a name that would (`"`, `\\`, or a byte
+/// outside printable ASCII) is left out rather than rendered into an invalid field.
+fn put_list(
+    buf: &mut BytesMut,
     limits: &[LimitStatus],
-    params: impl Fn(&LimitStatus) -> [(&'static str, u64); 2],
-) -> Option<HeaderValue> {
-    let mut list = ListSerializer::new();
+    keys: [&[u8]; 2],
+    params: impl Fn(&LimitStatus) -> [u64; 2],
+) {
+    let mut first = true;
     for l in limits {
-        // Limit names are validated as sf-string-safe when the limit is built.
-        let Ok(name) = StringRef::from_str(&l.name) else {
+        if !l
+            .name
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+        {
             continue;
-        };
-        let [(k1, v1), (k2, v2)] = params(l);
-        list.bare_item(name)
-            .parameter(KeyRef::constant(k1), int(v1))
-            .parameter(KeyRef::constant(k2), int(v2));
+        }
+        if !first {
+            buf.extend_from_slice(b", ");
+        }
+        first = false;
+        buf.extend_from_slice(b"\"");
+        buf.extend_from_slice(l.name.as_bytes());
+        buf.extend_from_slice(b"\"");
+        for (key, v) in keys.into_iter().zip(params(l)) {
+            buf.extend_from_slice(key);
+            put_int(buf, v);
+        }
     }
-    list.finish().and_then(|s| HeaderValue::try_from(s).ok())
 }
 
 /// `RateLimit-Policy: "name";q=100;w=60, ...`
+#[cfg(test)]
 pub(crate) fn policy_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
-    list(limits, |l| [("q", l.quota), ("w", l.window)])
+    let mut buf = BytesMut::new();
+    put_list(&mut buf, limits, [b";q=", b";w="], |l| [l.quota, l.window]);
+    (!buf.is_empty()).then(|| HeaderValue::from_maybe_shared(buf.freeze()).unwrap())
 }
 
 /// `RateLimit: "name";r=50;t=30, ...`
+#[cfg(test)]
 pub(crate) fn ratelimit_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
-    list(limits, |l| [("r", l.remaining), ("t", l.reset)])
+    let mut buf = BytesMut::new();
+    put_list(&mut buf, limits, [b";r=", b";t="], |l| {
+        [l.remaining, l.reset]
+    });
+    (!buf.is_empty()).then(|| HeaderValue::from_maybe_shared(buf.freeze()).unwrap())
 }
 
 /// `Retry-After` in whole seconds, rounded up, at least 1.
@@ -362,6 +421,53 @@ mod tests {
             "\"burst\";r=4;t=2, \"daily\";r=99;t=86000"
         );
         assert_eq!(policy_field(&[]), None);
+    }
+
+    #[test]
+    fn ietf_fields_parse_as_structured_lists_and_clamp_integers() {
+        let mut huge = status("huge", 0, 1_000_000, false);
+        huge.quota = u64::MAX;
+        let info = RateLimitInfo {
+            allowed: true,
+            shadowed: false,
+            headline: 0,
+            limits: vec![
+                status("per-ip.v2", 4, 1_500_000, false),
+                huge,
+                status("bad\"name", 1, 1, false),
+            ],
+        };
+        let mut h = HeaderMap::new();
+        info.write(HeaderStyle::Both, &mut h);
+        for (name, keys) in [(RATELIMIT_POLICY, ["q", "w"]), (RATELIMIT, ["r", "t"])] {
+            let list = sfv::Parser::new(h[&name].as_bytes())
+                .parse::<sfv::List>()
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let names: Vec<String> = list
+                .iter()
+                .map(|m| match m {
+                    sfv::ListEntry::Item(i) => {
+                        assert_eq!(
+                            i.params.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+                            keys
+                        );
+                        i.bare_item.as_string().unwrap().as_str().to_owned()
+                    }
+                    sfv::ListEntry::InnerList(_) => panic!("an inner list"),
+                })
+                .collect();
+            assert_eq!(names, ["per-ip.v2", "huge"], "{name}");
+        }
+        assert_eq!(
+            h[RATELIMIT_POLICY],
+            "\"per-ip.v2\";q=10;w=60, \"huge\";q=999999999999999;w=60"
+        );
+        assert_eq!(h[RATELIMIT_LIMIT], "10");
+        // Rewriting in another style replaces what was there and drops the rest.
+        info.write(HeaderStyle::Trio, &mut h);
+        assert!(h.get(RATELIMIT_POLICY).is_none() && h.get(RATELIMIT).is_none());
+        info.write(HeaderStyle::None, &mut h);
+        assert!(h.is_empty(), "{h:?}");
     }
 
     #[test]

@@ -96,6 +96,11 @@ impl Shared {
             info.write(self.answering.style, resp.headers_mut());
             resp.extensions_mut().insert(info);
         }
+        self.expose(resp, ctx);
+    }
+
+    /// CORS exposure of our headers, for a request with `Origin`.
+    pub(crate) fn expose<B>(&self, resp: &mut Response<B>, ctx: Ctx) {
         if ctx.origin {
             headers::expose(resp.headers_mut());
         }
@@ -139,6 +144,23 @@ where
             }
         }
         let req = Request::from_parts(parts, body);
+        // A store that answers from memory (the memory store; the Redis deny cache) is
+        // answered here, with no future to box and no service to clone.
+        #[cfg(feature = "metrics")]
+        let started = tokio::time::Instant::now();
+        if let Some(answer) = shared.limiter.try_check(&chain, shared.policy) {
+            #[cfg(feature = "metrics")]
+            crate::metrics::latency(started.elapsed());
+            return match shared.next(answer, ctx) {
+                Next::Respond(mut resp) => {
+                    shared.expose(&mut resp, ctx);
+                    ResponseFuture::ready(resp)
+                }
+                Next::Proceed(info) => {
+                    ResponseFuture::call(self.inner.call(req), info, Arc::clone(shared), ctx)
+                }
+            };
+        }
         // Take the service that was polled ready; leave a fresh clone in its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);

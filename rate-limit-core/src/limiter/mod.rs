@@ -239,6 +239,30 @@ impl<S: Store> Limiter<S> {
                 Err(reason) => reason,
             },
         };
+        self.failed_answer(chain, policy, failure)
+    }
+
+    /// Checks a chain without waiting, when that needs no I/O: the store answers from
+    /// memory ([`Store::try_check`]: the memory store always; the Redis store's deny cache),
+    /// or the store is cooling down after a failure and `policy` answers. `None`: nothing
+    /// was charged; call [`check`](Self::check).
+    ///
+    /// The same answer `check` would give, without a future: the layer's fast path.
+    pub fn try_check(&self, chain: &Chain, policy: FailurePolicy) -> Option<Answer> {
+        if let Some(reason) = self.cooling_down() {
+            return Some(self.failed_answer(chain, policy, reason));
+        }
+        let decision = self.inner.store.try_check(chain)?;
+        self.recovered();
+        Some(Answer::Store(decision))
+    }
+
+    fn failed_answer(
+        &self,
+        chain: &Chain,
+        policy: FailurePolicy,
+        failure: FailureReason,
+    ) -> Answer {
         match policy {
             FailurePolicy::Closed => Answer::Closed {
                 reason: failure,

@@ -46,6 +46,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// Forgets a key's state: its next check starts afresh.
     fn reset(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Checks a chain at once, without I/O, when this store can: the memory store always
+    /// does; a remote store may, from a local cache (the Redis store's deny cache). The
+    /// answer, when there is one, is what [`check`](Store::check) would have answered, and
+    /// charges the same. `None` (the default): nothing was charged; call `check`.
+    ///
+    /// The layer calls this first, so that a store answering from memory costs no future.
+    fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
+        let _ = chain;
+        None
+    }
 }
 
 impl<S: Store> Store for Arc<S> {
@@ -64,6 +75,9 @@ impl<S: Store> Store for Arc<S> {
     fn reset(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).reset(key)
     }
+    fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
+        (**self).try_check(chain)
+    }
 }
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -76,6 +90,7 @@ trait DynStore: Send + Sync + 'static {
     fn charge_dyn<'a>(&'a self, check: &'a Check) -> BoxFuture<'a, Result<Decision, StoreError>>;
     fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<Decision, StoreError>>;
     fn reset_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn try_check_dyn(&self, chain: &Chain) -> Option<ChainDecision>;
 }
 
 impl<S: Store> DynStore for S {
@@ -93,6 +108,9 @@ impl<S: Store> DynStore for S {
     }
     fn reset_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.reset(key))
+    }
+    fn try_check_dyn(&self, chain: &Chain) -> Option<ChainDecision> {
+        self.try_check(chain)
     }
 }
 
@@ -133,6 +151,9 @@ impl Store for BoxStore {
     }
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
         self.inner.reset_dyn(key).await
+    }
+    fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
+        self.inner.try_check_dyn(chain)
     }
 }
 
@@ -206,6 +227,14 @@ impl Store for AnyStore {
             #[cfg(feature = "redis")]
             Self::Redis(s) => s.reset(key).await,
             Self::Boxed(s) => s.reset(key).await,
+        }
+    }
+    fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
+        match self {
+            Self::Memory(s) => s.try_check(chain),
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.try_check(chain),
+            Self::Boxed(s) => s.try_check(chain),
         }
     }
 }

@@ -434,4 +434,8 @@ impl Store for MemoryStore {
         self.reset_now(key);
         Ok(())
     }
+
+    fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
+        Some(self.check_now(chain))
+    }
 }
