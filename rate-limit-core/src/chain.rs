@@ -1,5 +1,7 @@
 //! Chains: ordered checks that a store answers in one call.
 
+use smallvec::SmallVec;
+
 use crate::key::Key;
 use crate::limit::Limit;
 use crate::principal::Principal;
@@ -70,7 +72,8 @@ impl Check {
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Chain {
-    checks: Vec<Check>,
+    // Most chains are one or two checks: those need no allocation.
+    checks: SmallVec<[Check; 2]>,
     mode: ChainMode,
 }
 
@@ -83,7 +86,7 @@ impl Chain {
     /// An empty chain in [`ChainMode::ChargeAll`].
     pub fn charge_all() -> Self {
         Self {
-            checks: Vec::new(),
+            checks: SmallVec::new(),
             mode: ChainMode::ChargeAll,
         }
     }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 /// The smallest retry-after a denial reports: one millisecond.
 pub const MIN_RETRY_AFTER: Duration = Duration::from_millis(1);
 const MIN_RETRY_AFTER_US: u64 = 1_000;
@@ -142,13 +144,23 @@ impl Decision {
 /// denial, so the list ends with it; checks after it were not looked at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainDecision {
-    decisions: Vec<Decision>,
+    // Inline up to four decisions: no allocation for the chains layers build.
+    decisions: SmallVec<[Decision; 4]>,
     denied_at: Option<usize>,
 }
 
 impl ChainDecision {
     /// Builds a chain decision; the first non-allowed decision is the one that decides.
     pub fn new(decisions: Vec<Decision>) -> Self {
+        Self::from_decisions(SmallVec::from_vec(decisions))
+    }
+
+    /// The decision of a one-check chain.
+    pub fn one(decision: Decision) -> Self {
+        Self::from_decisions(smallvec::smallvec![decision])
+    }
+
+    pub(crate) fn from_decisions(decisions: SmallVec<[Decision; 4]>) -> Self {
         let denied_at = decisions.iter().position(|d| !d.is_allowed());
         Self {
             decisions,

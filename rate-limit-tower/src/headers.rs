@@ -26,6 +26,7 @@ use bytes::BytesMut;
 use http::header::{ACCESS_CONTROL_EXPOSE_HEADERS, RETRY_AFTER, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use rate_limit_core::{ChainDecision, Decision, Outcome};
+use smallvec::SmallVec;
 
 /// `RateLimit-Limit`: the headline limit's quota.
 pub const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
@@ -152,12 +153,13 @@ pub struct RateLimitInfo {
     allowed: bool,
     shadowed: bool,
     headline: usize,
-    limits: Vec<LimitStatus>,
+    // One or two limits per layer is the common case: inline, no allocation.
+    limits: SmallVec<[LimitStatus; 2]>,
 }
 
 impl RateLimitInfo {
     pub(crate) fn from_chain(names: &[Arc<str>], d: &ChainDecision) -> Option<Self> {
-        let limits: Vec<LimitStatus> = d
+        let limits: SmallVec<[LimitStatus; 2]> = d
             .decisions()
             .iter()
             .zip(names)
@@ -431,7 +433,7 @@ mod tests {
             allowed: true,
             shadowed: false,
             headline: 0,
-            limits: vec![
+            limits: smallvec::smallvec![
                 status("per-ip.v2", 4, 1_500_000, false),
                 huge,
                 status("bad\"name", 1, 1, false),
@@ -476,7 +478,7 @@ mod tests {
             allowed: true,
             shadowed: false,
             headline: 1,
-            limits: vec![
+            limits: smallvec::smallvec![
                 status("a", 5, 1_000_000, false),
                 status("b", 3, 2_000_000, false),
             ],
@@ -490,7 +492,7 @@ mod tests {
             allowed: true,
             shadowed: false,
             headline: 0,
-            limits: vec![status("global", 900, 60_000_000, false)],
+            limits: smallvec::smallvec![status("global", 900, 60_000_000, false)],
         };
         let merged = outer.merge(allowed.clone());
         assert_eq!(merged.headline().name(), "b");
@@ -500,13 +502,13 @@ mod tests {
             allowed: false,
             shadowed: false,
             headline: 0,
-            limits: vec![status("route", 7, 4_200_000, true)],
+            limits: smallvec::smallvec![status("route", 7, 4_200_000, true)],
         };
         let outer = RateLimitInfo {
             allowed: true,
             shadowed: false,
             headline: 0,
-            limits: vec![status("global", 0, 1_000_000, false)],
+            limits: smallvec::smallvec![status("global", 0, 1_000_000, false)],
         };
         let merged = outer.merge(denied);
         assert_eq!(merged.headline().name(), "route");

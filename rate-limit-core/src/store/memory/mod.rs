@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use crate::algorithm::{self, Charge, State};
 use crate::chain::{Chain, ChainMode, Check};
 use crate::clock::{Clock, SystemClock};
@@ -231,7 +233,7 @@ impl MemoryStore {
         };
         match chain.checks() {
             [] => ChainDecision::new(Vec::new()),
-            [one] => ChainDecision::new(vec![self.single(one.key(), one.cost(), charge)]),
+            [one] => ChainDecision::one(self.single(one.key(), one.cost(), charge)),
             checks => self.chain(checks, chain.chain_mode(), charge),
         }
     }
@@ -275,26 +277,27 @@ impl MemoryStore {
     }
 
     fn chain(&self, checks: &[Check], mode: ChainMode, charge: Charge) -> ChainDecision {
-        let digests: Vec<[u64; 2]> = checks.iter().map(|c| c.key().digest()).collect();
-        let owners: Vec<usize> = digests.iter().map(|d| self.shard_of(d)).collect();
+        // Inline up to four of each: a layer's chain costs no allocation here.
+        let digests: SmallVec<[[u64; 2]; 4]> = checks.iter().map(|c| c.key().digest()).collect();
+        let owners: SmallVec<[usize; 4]> = digests.iter().map(|d| self.shard_of(d)).collect();
         let mut order = owners.clone();
         order.sort_unstable();
         order.dedup();
         // Ascending shard order: two chains can never wait on each other in a cycle.
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
+        let mut guards: SmallVec<[(usize, MutexGuard<'_, Shard>); 4]> = order
             .iter()
             .map(|&i| (i, lock(&self.inner.shards[i])))
             .collect();
-        let guard = |guards: &mut Vec<(usize, MutexGuard<'_, Shard>)>, s: usize| {
+        let guard = |guards: &mut SmallVec<[(usize, MutexGuard<'_, Shard>); 4]>, s: usize| {
             guards.iter().position(|(i, _)| *i == s).unwrap_or(0)
         };
         let now = self.inner.clock.now_micros();
         for (_, g) in &mut guards {
             self.sweep_if_due(g, now);
         }
-        let mut pending: Vec<Option<State>> = Vec::with_capacity(checks.len());
-        let mut stored: Vec<State> = Vec::with_capacity(checks.len());
-        let mut decisions = Vec::with_capacity(checks.len());
+        let mut pending: SmallVec<[Option<State>; 4]> = SmallVec::new();
+        let mut stored: SmallVec<[State; 4]> = SmallVec::new();
+        let mut decisions: SmallVec<[Decision; 4]> = SmallVec::new();
         for (i, check) in checks.iter().enumerate() {
             let params = check.key().params();
             let g = guard(&mut guards, owners[i]);
@@ -320,10 +323,10 @@ impl MemoryStore {
                     let params = checks[j].key().params();
                     *d = algorithm::step(params, &stored[j], now, 0, Charge::IfFits).decision;
                 }
-                return ChainDecision::new(decisions);
+                return ChainDecision::from_decisions(decisions);
             }
         }
-        let result = ChainDecision::new(decisions);
+        let result = ChainDecision::from_decisions(decisions);
         if result.is_allowed() || mode == ChainMode::ChargeAll {
             for (i, next) in pending.into_iter().enumerate() {
                 if let Some(next) = next {
