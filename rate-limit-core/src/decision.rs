@@ -136,6 +136,19 @@ impl Decision {
     pub fn window(&self) -> Duration {
         Duration::from_micros(self.window_us)
     }
+
+    /// This decision `elapsed_us` later, with no check in between: its times counted
+    /// down (a cached refusal's answer).
+    pub(crate) fn aged(&self, elapsed_us: u64) -> Self {
+        Self::from_parts(
+            self.outcome,
+            self.limit,
+            self.remaining,
+            self.reset_after_us.saturating_sub(elapsed_us),
+            self.retry_after_us.saturating_sub(elapsed_us),
+            self.window_us,
+        )
+    }
 }
 
 /// A chain's answer: one [`Decision`] per check that was evaluated, in chain order.

@@ -231,6 +231,29 @@ pub fn down_store() -> rate_limit_core::AnyStore {
 }
 
 impl RedisServer {
+    /// `INFO commandstats` as (command, calls) pairs, e.g. `("evalsha", 50)`. Redis also
+    /// counts the commands a script runs inside (`get`, `set`, `time`), which are not
+    /// round trips.
+    pub fn command_stats(&self) -> Vec<(String, u64)> {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter_map(|l| l.strip_prefix("cmdstat_"))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once(':')?;
+                let calls = rest.split(',').find_map(|f| f.strip_prefix("calls="))?;
+                Some((name.to_owned(), calls.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// How many times clients sent `command` since the last `CONFIG RESETSTAT`.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        self.command_stats()
+            .iter()
+            .find(|(c, _)| c == command)
+            .map_or(0, |(_, k)| *k)
+    }
+
     /// A store counting in this server.
     pub fn store(&self) -> rate_limit_core::AnyStore {
         rate_limit_core::AnyStore::Redis(

@@ -83,30 +83,17 @@ async fn a_four_limit_chain_over_four_principals_is_one_evalsha() {
     for _ in 0..50 {
         assert!(store.check(&chain).await.unwrap().is_allowed());
     }
-    let stats = server.cli(&["INFO", "commandstats"]);
-    let calls: Vec<(String, u64)> = stats
-        .lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .map(|l| {
-            let (name, rest) = l.split_once(':').unwrap();
-            let calls = rest
-                .split(',')
-                .find_map(|f| f.strip_prefix("calls="))
-                .unwrap();
-            (name.to_owned(), calls.parse().unwrap())
-        })
-        .collect();
+    let calls = server.command_stats();
     // The client sent EVALSHA only; Redis also counts the commands the script runs inside
     // (GET, SET, TIME), which are not round trips.
-    let count = |n: &str| calls.iter().find(|(c, _)| c == n).map_or(0, |(_, k)| *k);
-    assert_eq!(count("evalsha"), 50, "{stats}");
+    assert_eq!(server.command_calls("evalsha"), 50, "{calls:?}");
     for (name, _) in &calls {
         assert!(
             matches!(
                 name.as_str(),
                 "evalsha" | "get" | "set" | "time" | "config|resetstat"
             ),
-            "unexpected command {name}: {stats}"
+            "unexpected command {name}: {calls:?}"
         );
     }
 }

@@ -212,3 +212,67 @@ async fn bad_input_over_the_wire_is_a_4xx_never_a_5xx() {
         }
     }
 }
+
+/// The deny cache over HTTP: `bench-server`'s app on a real `redis-server`, flooded by one
+/// refused key. Sequentially, the flood costs Redis one command; with requests in flight
+/// at once, at most one more per request already sent when the first refusal came back.
+#[tokio::test]
+async fn a_flood_from_one_refused_key_costs_redis_one_command() {
+    use rate_limit_examples::bench_server::{BenchConfig, app};
+    use rate_limit_tests::redis::RedisServer;
+
+    let redis = RedisServer::start();
+    let cfg = BenchConfig {
+        algorithm: "token-bucket".to_owned(),
+        limit: 2,
+        window_ms: 3_600_000,
+        redis_url: Some(redis.url()),
+    };
+    let server = Server::start(app(&cfg).unwrap()).await.unwrap();
+    let http = client();
+    let get = |key: &'static str| {
+        let req = http.get(server.url("/")).header("x-key", key);
+        async move { req.send().await.unwrap() }
+    };
+    for _ in 0..2 {
+        assert_eq!(get("mallory").await.status(), StatusCode::OK);
+    }
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    for _ in 0..2_000 {
+        let r = get("mallory").await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        let retry: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // Two tokens an hour: one every 1 800 s, counted down.
+        assert!((1_790..=1_800).contains(&retry), "{retry}");
+        assert_eq!(r.headers()["ratelimit-remaining"], "0");
+    }
+    assert_eq!(redis.command_calls("evalsha"), 1);
+
+    // Eight at a time, from a fresh key.
+    for _ in 0..2 {
+        assert_eq!(get("trudy").await.status(), StatusCode::OK);
+    }
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let req = http.get(server.url("/")).header("x-key", "trudy");
+        tasks.spawn(async move {
+            for _ in 0..250 {
+                let r = req.try_clone().unwrap().send().await.unwrap();
+                assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let calls = redis.command_calls("evalsha");
+    assert!(
+        (1..=8).contains(&calls),
+        "{calls} commands for 2 000 refusals"
+    );
+}

@@ -21,6 +21,31 @@
 //!   clients' own command retries are off (R13): the [`Limiter`](crate::Limiter)
 //!   retries only what surely did not run.
 //! - **Corrupt state** (not numbers, another type) counts as no state and is replaced.
+//!
+//! # The deny cache
+//!
+//! On by default ([`RedisStoreBuilder::deny_cache`] sets its size; 0 turns it off). Once
+//! Redis has refused a key, this process answers that key's refusals itself until the
+//! retry-after Redis gave has passed, with the times counted down, and sends Redis nothing
+//! for it meanwhile: a flood from one refused client costs one command per retry-after
+//! period instead of one per request, and is answered without a round trip
+//! ([`Store::try_check`]). It holds at most the configured number of keys (a full cache
+//! makes room only by dropping lapsed entries).
+//!
+//! Why on: the answer is the one Redis would give. A refused check charges nothing, and
+//! other clients' traffic can only use up more, so a key refused for a cost stays refused
+//! for that cost until its retry-after (a cached refusal answers only the same cost); the
+//! local countdown starts when the command was sent, so it lapses no later than Redis's.
+//! It applies only to [`ChainMode::InOrder`] chains (in `ChargeAll` a refusal still
+//! charges the other limits) whose checks before the refused one are the keys they were;
+//! their decisions in the headers are the ones Redis reported, counted down. An entry is dropped when the limit
+//! changes at run time ([`Limit::version`](crate::Limit::version)), when the key's
+//! parameters differ (an override), and on [`Store::reset`] through this store.
+//!
+//! What it cannot see, and when to turn it off: a reset, a raised limit or a refund made by
+//! *another* process, or a Redis that lost its data, shows here only once the cached
+//! retry-after has passed. If an operator must be able to lift a refusal at once from
+//! elsewhere, set `deny_cache(0)`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -36,15 +61,18 @@ use crate::limit::{Params, is_name_byte};
 use crate::store::{Dedupe, Store, StoreError, StoreErrorKind};
 
 mod conn;
+mod deny;
 mod keys;
 
 use conn::Conn;
+use deny::DenyCache;
 
 const CHAIN_LUA: &str = include_str!("chain.lua");
 const REFUND_LUA: &str = include_str!("refund.lua");
 const DEFAULT_PREFIX: &str = "rl";
 const MAX_PREFIX_LEN: usize = 32;
 const COST_CAP: u64 = 1 << 52;
+const DEFAULT_DENY_CACHE: usize = 10_000;
 
 /// The Redis store. Cheap to clone; clones share the connection. See the [module docs](self).
 #[derive(Clone)]
@@ -58,6 +86,7 @@ struct Inner {
     slack_ms: u64,
     chain: Script,
     refund: Script,
+    deny: Option<DenyCache>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -79,6 +108,7 @@ pub struct RedisStoreBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     slack: Duration,
+    deny_cache: usize,
 }
 
 impl RedisStoreBuilder {
@@ -103,6 +133,14 @@ impl RedisStoreBuilder {
     /// Extra life on every key's TTL (default 1 s).
     pub fn ttl_slack(mut self, slack: Duration) -> Self {
         self.slack = slack;
+        self
+    }
+
+    /// How many refused keys the [deny cache](crate::store::redis#the-deny-cache) holds
+    /// (default 10 000);
+    /// 0 turns it off, and every check goes to Redis.
+    pub fn deny_cache(mut self, capacity: usize) -> Self {
+        self.deny_cache = capacity;
         self
     }
 
@@ -132,6 +170,7 @@ impl RedisStoreBuilder {
                 slack_ms: u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX),
                 chain: Script::new(CHAIN_LUA),
                 refund: Script::new(REFUND_LUA),
+                deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
             }),
         })
     }
@@ -277,7 +316,13 @@ impl RedisStore {
             connect_timeout: Duration::from_millis(500),
             response_timeout: Duration::from_millis(500),
             slack: Duration::from_secs(1),
+            deny_cache: DEFAULT_DENY_CACHE,
         }
+    }
+
+    /// How many checks the deny cache answered instead of Redis (0 with the cache off).
+    pub fn deny_cache_hits(&self) -> u64 {
+        self.inner.deny.as_ref().map_or(0, DenyCache::hits)
     }
 
     /// The Redis key name of a [`Key`].
@@ -382,6 +427,7 @@ impl RedisStore {
                 start = i;
             }
         }
+        let sent = self.inner.deny.as_ref().map(DenyCache::now);
         let mut decisions = Vec::with_capacity(checks.len());
         let mut charged: Vec<(std::ops::Range<usize>, u64, Vec<u64>)> = Vec::new();
         for g in groups {
@@ -412,6 +458,9 @@ impl RedisStore {
             }
             charged.push((g, now, args));
         }
+        if let (Some(cache), Some(sent)) = (&self.inner.deny, sent) {
+            cache.record(chain, &decisions, sent);
+        }
         Ok(ChainDecision::new(decisions))
     }
 }
@@ -439,6 +488,9 @@ impl Store for RedisStore {
         if chain.is_empty() {
             return Ok(ChainDecision::new(Vec::new()));
         }
+        if let Some(d) = self.try_check(chain) {
+            return Ok(d);
+        }
         self.check_chain(chain).await
     }
 
@@ -457,7 +509,15 @@ impl Store for RedisStore {
     }
 
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
+        if let Some(cache) = &self.inner.deny {
+            cache.forget(&key.digest());
+        }
         let name = self.key_name(key);
         self.del(&name).await
+    }
+
+    /// A refusal from the deny cache, if it holds one for this chain.
+    fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
+        self.inner.deny.as_ref()?.lookup(chain)
     }
 }

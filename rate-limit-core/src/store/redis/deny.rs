@@ -1,0 +1,167 @@
+//! The Redis store's deny cache (see the module docs of `store::redis` for what it
+//! promises): one entry per refused key, holding the chain's decisions up to and including
+//! the refusal, the cost refused, the limit's version and the key's parameters; bounded,
+//! in shards.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use smallvec::SmallVec;
+
+use crate::chain::{Chain, ChainMode};
+use crate::decision::{ChainDecision, Decision, Outcome};
+use crate::limit::Params;
+
+const SHARDS: usize = 8;
+
+/// One refused key.
+struct Entry {
+    /// Local time (µs) the refusal lapses at.
+    until: u64,
+    /// Local time (µs) the command was sent.
+    at: u64,
+    cost: u64,
+    version: u64,
+    params: Params,
+    /// The keys checked before this one, in order.
+    before: SmallVec<[[u64; 2]; 3]>,
+    /// The chain's decisions, ending with this key's refusal.
+    decisions: SmallVec<[Decision; 4]>,
+}
+
+type Shard = HashMap<[u64; 2], Entry>;
+
+pub(crate) struct DenyCache {
+    shards: Box<[Mutex<Shard>]>,
+    per_shard: usize,
+    /// Live entries over all shards: zero skips every lookup (allowed traffic pays nothing).
+    len: AtomicUsize,
+    hits: AtomicU64,
+    anchor: Instant,
+}
+
+fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    // Every write to a shard is a whole insert or remove: a poisoned one is consistent.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl DenyCache {
+    /// A cache of at most `capacity` keys.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
+            per_shard: capacity.div_ceil(SHARDS).max(1),
+            len: AtomicUsize::new(0),
+            hits: AtomicU64::new(0),
+            anchor: Instant::now(),
+        }
+    }
+
+    /// Local monotonic time, µs.
+    pub(crate) fn now(&self) -> u64 {
+        u64::try_from(self.anchor.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    fn shard(&self, digest: &[u64; 2]) -> &Mutex<Shard> {
+        // The low bits of the second word: the table hashes on both.
+        &self.shards[usize::try_from(digest[1] % SHARDS as u64).unwrap_or(0)]
+    }
+
+    /// How many checks were answered here instead of by Redis.
+    pub(crate) fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// The refusal Redis would give this chain now, if one is cached.
+    pub(crate) fn lookup(&self, chain: &Chain) -> Option<ChainDecision> {
+        if self.len.load(Ordering::Relaxed) == 0 || chain.chain_mode() != ChainMode::InOrder {
+            return None;
+        }
+        let checks = chain.checks();
+        let now = self.now();
+        for (j, check) in checks.iter().enumerate() {
+            if check.cost() == 0 {
+                continue;
+            }
+            let key = check.key();
+            let digest = key.digest();
+            let mut shard = lock(self.shard(&digest));
+            let Some(e) = shard.get(&digest) else {
+                continue;
+            };
+            if now >= e.until || e.version != key.limit().version() || e.params != key.params() {
+                shard.remove(&digest);
+                self.len.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            let same_prefix = e.before.len() == j
+                && checks[..j]
+                    .iter()
+                    .zip(&e.before)
+                    .all(|(c, d)| c.key().digest() == *d);
+            // Another cost would get another answer (a later retry-after, or never fits).
+            if check.cost() != e.cost || !same_prefix {
+                continue;
+            }
+            let elapsed = now - e.at;
+            let decisions = e.decisions.iter().map(|d| d.aged(elapsed)).collect();
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Some(ChainDecision::from_decisions(decisions));
+        }
+        None
+    }
+
+    /// Records the refusal in Redis's answer to `chain` (a command sent at local time `sent`).
+    pub(crate) fn record(&self, chain: &Chain, decisions: &[Decision], sent: u64) {
+        if chain.chain_mode() != ChainMode::InOrder {
+            return;
+        }
+        let Some(j) = decisions.iter().position(|d| !d.is_allowed()) else {
+            return;
+        };
+        let refused = &decisions[j];
+        let (Outcome::Denied, Some(retry), Some(check)) = (
+            refused.outcome(),
+            refused.retry_after(),
+            chain.checks().get(j),
+        ) else {
+            return;
+        };
+        let key = check.key();
+        let digest = key.digest();
+        let entry = Entry {
+            until: sent.saturating_add(u64::try_from(retry.as_micros()).unwrap_or(u64::MAX)),
+            at: sent,
+            cost: check.cost(),
+            version: key.limit().version(),
+            params: key.params(),
+            before: chain.checks()[..j]
+                .iter()
+                .map(|c| c.key().digest())
+                .collect(),
+            decisions: decisions[..=j].iter().copied().collect(),
+        };
+        let mut shard = lock(self.shard(&digest));
+        if shard.len() >= self.per_shard && !shard.contains_key(&digest) {
+            let now = self.now();
+            let before = shard.len();
+            shard.retain(|_, e| e.until > now);
+            self.len.fetch_sub(before - shard.len(), Ordering::Relaxed);
+            if shard.len() >= self.per_shard {
+                return;
+            }
+        }
+        if shard.insert(digest, entry).is_none() {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets a key (it was reset through this store).
+    pub(crate) fn forget(&self, digest: &[u64; 2]) {
+        if lock(self.shard(digest)).remove(digest).is_some() {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
