@@ -33,7 +33,7 @@ struct Running {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn start(kind: Peer, refused: bool) -> Running {
+fn start(kind: Peer, refused: bool, redis_url: Option<String>) -> Running {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
@@ -44,7 +44,7 @@ fn start(kind: Peer, refused: bool) -> Running {
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            let app = kind.router(refused);
+            let app = kind.router(refused, redis_url.as_deref());
             tokio::select! {
                 r = serve(listener, app) => r.unwrap(),
                 _ = stopped => {}
@@ -70,6 +70,8 @@ impl Drop for Running {
 }
 
 struct Figures {
+    /// Every request sent, warm-up included.
+    sent: u64,
     rps: f64,
     p50_us: u64,
     p99_us: u64,
@@ -101,6 +103,7 @@ fn load(addr: SocketAddr, refused: bool) -> Figures {
                 tokio::spawn(conn);
                 let mut lat = Vec::with_capacity(100_000);
                 let mut statuses = [0u64; 2];
+                let mut sent = 0u64;
                 let mut i = c * 7_919;
                 loop {
                     let t0 = Instant::now();
@@ -118,18 +121,21 @@ fn load(addr: SocketAddr, refused: bool) -> Figures {
                     let resp = sender.send_request(req).await.unwrap();
                     let status = resp.status();
                     let _ = resp.into_body().collect().await;
+                    sent += 1;
                     if t0 >= measure_from {
                         lat.push(u32::try_from(t0.elapsed().as_micros()).unwrap_or(u32::MAX));
                         statuses[usize::from(status.as_u16() == 429)] += 1;
                     }
                 }
-                (lat, statuses)
+                (lat, statuses, sent)
             }));
         }
         let mut lat = Vec::new();
         let mut statuses = [0u64; 2];
+        let mut sent = 0;
         for t in tasks {
-            let (l, s) = t.await.unwrap();
+            let (l, s, n) = t.await.unwrap();
+            sent += n;
             lat.extend(l);
             statuses[0] += s[0];
             statuses[1] += s[1];
@@ -137,6 +143,7 @@ fn load(addr: SocketAddr, refused: bool) -> Figures {
         lat.sort_unstable();
         let pct = |p: f64| u64::from(lat[((lat.len() as f64 - 1.0) * p) as usize]);
         Figures {
+            sent,
             rps: lat.len() as f64 / MEASURE.as_secs_f64(),
             p50_us: pct(0.50),
             p99_us: pct(0.99),
@@ -150,23 +157,124 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// A `redis-server` of the bench's own on a free port (never the machine's 6379), or
+/// `None` when none is installed: the Redis rows are then left out.
+struct Redis {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Redis {
+    fn start() -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let r = Self { port, child };
+        let ready = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < ready {
+            if r.cli(&["PING"]).is_some_and(|s| s.trim() == "PONG") {
+                return Some(r);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn cli(&self, args: &[&str]) -> Option<String> {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .ok()?;
+        String::from_utf8(out.stdout).ok()
+    }
+
+    /// Commands clients sent since the last reset (the script's inner GET/SET/TIME are
+    /// counted by Redis but are not round trips: only EVALSHA and EVAL count here).
+    fn script_calls(&self) -> u64 {
+        let stats = self.cli(&["INFO", "commandstats"]).unwrap_or_default();
+        stats
+            .lines()
+            .filter_map(|l| l.strip_prefix("cmdstat_"))
+            .filter(|l| l.starts_with("evalsha:") || l.starts_with("eval:"))
+            .filter_map(|l| {
+                l.split(',')
+                    .next()?
+                    .split("calls=")
+                    .nth(1)?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Row {
+    refused: bool,
+    peer: Peer,
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    statuses: [u64; 2],
+    /// Redis commands per request sent (the Redis peer only).
+    commands: Option<f64>,
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
-    let kinds = Peer::ALL;
-    let mut table: Vec<(bool, Peer, f64, u64, u64, [u64; 2])> = Vec::new();
+    let redis = Redis::start();
+    if redis.is_none() {
+        println!("redis-server not found: the Redis rows are left out");
+    }
+    let peers: Vec<Peer> = Peer::ALL
+        .into_iter()
+        .filter(|p| *p != Peer::Redis || redis.is_some())
+        .collect();
+    let mut table: Vec<Row> = Vec::new();
     for refused in [false, true] {
-        let mut rps = vec![Vec::new(); 3];
-        let mut p50 = vec![Vec::new(); 3];
-        let mut p99 = vec![Vec::new(); 3];
-        let mut st = [[0u64; 2]; 3];
+        let mut rps = vec![Vec::new(); peers.len()];
+        let mut p50 = vec![Vec::new(); peers.len()];
+        let mut p99 = vec![Vec::new(); peers.len()];
+        let mut st = vec![[0u64; 2]; peers.len()];
+        let (mut commands, mut sent) = (0u64, 0u64);
         for round in 0..ROUNDS {
-            for (k, &kind) in kinds.iter().enumerate() {
-                let server = start(kind, refused);
+            for (k, &peer) in peers.iter().enumerate() {
+                let url = redis.as_ref().map(Redis::url);
+                if let (Peer::Redis, Some(r)) = (peer, &redis) {
+                    r.cli(&["FLUSHALL"]);
+                    r.cli(&["CONFIG", "RESETSTAT"]);
+                }
+                let server = start(peer, refused, url);
                 let f = load(server.addr, refused);
                 drop(server);
+                if let (Peer::Redis, Some(r)) = (peer, &redis) {
+                    commands += r.script_calls();
+                    sent += f.sent;
+                }
                 println!(
-                    "{} round {round} {kind:?}: {:.0} req/s, p50 {} µs, p99 {} µs, 2xx {} 429 {}",
+                    "{} round {round} {}: {:.0} req/s, p50 {} µs, p99 {} µs, 2xx {} 429 {}",
                     if refused { "refused" } else { "allowed" },
+                    peer.name(),
                     f.rps,
                     f.p50_us,
                     f.p99_us,
@@ -180,56 +288,184 @@ fn main() {
                 st[k][1] += f.statuses[1];
             }
         }
-        for (k, &kind) in kinds.iter().enumerate() {
-            table.push((
+        for (k, &peer) in peers.iter().enumerate() {
+            table.push(Row {
                 refused,
-                kind,
-                median(rps[k].clone()),
-                median(p50[k].clone()) as u64,
-                median(p99[k].clone()) as u64,
-                st[k],
-            ));
+                peer,
+                rps: median(rps[k].clone()),
+                p50: median(p50[k].clone()),
+                p99: median(p99[k].clone()),
+                statuses: st[k],
+                commands: (peer == Peer::Redis && sent > 0).then(|| commands as f64 / sent as f64),
+            });
         }
     }
     println!();
     println!(
-        "{:<9}{:<10}{:>12}{:>10}{:>10}{:>12}{:>12}",
-        "traffic", "server", "req/s", "p50 µs", "p99 µs", "2xx", "429"
+        "{:<9}{:<12}{:>10}{:>9}{:>9}{:>10}{:>10}{:>12}",
+        "traffic", "server", "req/s", "p50 µs", "p99 µs", "2xx", "429", "cmds/req"
     );
-    for (refused, kind, rps, p50, p99, st) in &table {
+    for r in &table {
         println!(
-            "{:<9}{:<10}{:>12.0}{:>10}{:>10}{:>12}{:>12}",
-            if *refused { "refused" } else { "allowed" },
-            format!("{kind:?}"),
-            rps,
-            p50,
-            p99,
-            st[0],
-            st[1]
+            "{:<9}{:<12}{:>10.0}{:>9}{:>9}{:>10}{:>10}{:>12}",
+            if r.refused { "refused" } else { "allowed" },
+            r.peer.name(),
+            r.rps,
+            r.p50,
+            r.p99,
+            r.statuses[0],
+            r.statuses[1],
+            r.commands.map_or(String::from("-"), |c| format!("{c:.4}"))
         );
     }
-    let get = |refused: bool, kind: Peer| {
+    let get = |refused: bool, peer: Peer| {
         table
             .iter()
-            .find(|r| r.0 == refused && r.1 == kind)
-            .unwrap()
-            .2
+            .find(|r| r.refused == refused && r.peer == peer)
+            .map(|r| r.rps)
+    };
+    let ratio = |label: &str, a: Option<f64>, b: Option<f64>| {
+        if let (Some(a), Some(b)) = (a, b) {
+            println!("{label} = {:.3}", a / b);
+        }
     };
     println!();
-    println!(
-        "allowed: ours ÷ bare axum = {:.3}",
-        get(false, Peer::Ours) / get(false, Peer::Bare)
+    ratio(
+        "allowed: ours ÷ bare axum",
+        get(false, Peer::Ours),
+        get(false, Peer::Bare),
     );
-    println!(
-        "allowed: ours ÷ tower_governor = {:.3}",
-        get(false, Peer::Ours) / get(false, Peer::Governor)
+    ratio(
+        "allowed: no-op layer ÷ bare axum",
+        get(false, Peer::Noop),
+        get(false, Peer::Bare),
     );
-    println!(
-        "refused ÷ allowed, ours = {:.3}",
-        get(true, Peer::Ours) / get(false, Peer::Ours)
+    ratio(
+        "allowed: ours ÷ no-op layer",
+        get(false, Peer::Ours),
+        get(false, Peer::Noop),
     );
-    println!(
-        "refused ÷ allowed, tower_governor = {:.3}",
-        get(true, Peer::Governor) / get(false, Peer::Governor)
+    ratio(
+        "allowed: ours ÷ tower_governor",
+        get(false, Peer::Ours),
+        get(false, Peer::Governor),
     );
+    ratio(
+        "allowed: tower_governor ÷ bare axum",
+        get(false, Peer::Governor),
+        get(false, Peer::Bare),
+    );
+    ratio(
+        "refused ÷ allowed, ours",
+        get(true, Peer::Ours),
+        get(false, Peer::Ours),
+    );
+    ratio(
+        "refused ÷ allowed, tower_governor",
+        get(true, Peer::Governor),
+        get(false, Peer::Governor),
+    );
+    ratio(
+        "allowed: ours on Redis ÷ ours in memory",
+        get(false, Peer::Redis),
+        get(false, Peer::Ours),
+    );
+    ratio(
+        "refused: ours on Redis ÷ ours in memory",
+        get(true, Peer::Redis),
+        get(true, Peer::Ours),
+    );
+    for r in table.iter().filter(|r| r.peer == Peer::Redis) {
+        let mem = table
+            .iter()
+            .find(|m| m.refused == r.refused && m.peer == Peer::Ours);
+        if let Some(m) = mem {
+            println!(
+                "{}: Redis adds p50 {:+.0} µs, p99 {:+.0} µs",
+                if r.refused { "refused" } else { "allowed" },
+                r.p50 - m.p50,
+                r.p99 - m.p99
+            );
+        }
+    }
+    plot::write(&table);
+}
+
+/// The plot: requests per second per server, allowed and refused traffic side by side.
+mod plot {
+    use plotters::prelude::*;
+
+    use super::Row;
+
+    /// Where the SVG goes: `$HTTP_BENCH_SVG`, or `target/http-bench.svg`.
+    pub(super) fn write(table: &[Row]) {
+        let path = std::env::var("HTTP_BENCH_SVG").unwrap_or_else(|_| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../target/http-bench.svg").to_owned()
+        });
+        match draw(table, &path) {
+            Ok(()) => println!("\nplot: {path}"),
+            Err(e) => println!("\nplot not written ({path}): {e}"),
+        }
+    }
+
+    fn draw(table: &[Row], path: &str) -> Result<(), Box<dyn std::error::Error>> {
+        let mut peers: Vec<&str> = Vec::new();
+        for r in table {
+            if !peers.contains(&r.peer.name()) {
+                peers.push(r.peer.name());
+            }
+        }
+        let top = table.iter().map(|r| r.rps).fold(0.0, f64::max) * 1.15;
+        let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let n = peers.len() as u32;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "HTTP throughput per server (median of rounds)",
+                ("sans-serif", 20),
+            )
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((0u32..n * 3).into_segmented(), 0f64..top)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(peers.len() * 3)
+            .x_label_formatter(&|x| match x {
+                SegmentValue::CenterOf(i) if i % 3 == 1 => peers
+                    .get(usize::try_from(i / 3).unwrap_or(0))
+                    .map_or(String::new(), |p| (*p).to_owned()),
+                _ => String::new(),
+            })
+            .y_desc("requests / s")
+            .draw()?;
+        for (refused, color, label) in [(false, BLUE, "allowed"), (true, RED, "refused")] {
+            let bars = table
+                .iter()
+                .filter(|r| r.refused == refused)
+                .filter_map(|r| {
+                    let i = u32::try_from(peers.iter().position(|p| *p == r.peer.name())?).ok()?;
+                    Some((i * 3 + u32::from(refused), r.rps))
+                });
+            chart
+                .draw_series(
+                    Histogram::vertical(&chart)
+                        .style(color.mix(0.7).filled())
+                        .margin(2)
+                        .data(bars),
+                )?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    }
 }

@@ -71,11 +71,13 @@ fn runtime() -> tokio::runtime::Runtime {
 fn run_one(spec: &str) {
     let (case, n) = spec.split_once(':').expect("LAYER_RUN=<case>:<n>");
     let n: u64 = n.parse().expect("a request count");
-    let (peer, traffic) = case.split_once('-').expect("<peer>-<traffic>");
-    let peer = Peer::parse(peer).expect("bare, ours or governor");
+    let (peer, traffic) = case.rsplit_once('-').expect("<peer>-<traffic>");
+    let peer = Peer::parse(peer)
+        .filter(|p| *p != Peer::Redis)
+        .expect("bare, noop-layer, ours or governor");
     let refused = traffic == "refused";
     let rt = runtime();
-    let mut r = peer.router(refused);
+    let mut r = peer.router(refused, None);
     let keys = keys(refused);
     let statuses = rt.block_on(async {
         if refused {
@@ -95,11 +97,11 @@ fn bench(c: &mut Criterion) {
     for refused in [false, true] {
         let mut g = c.benchmark_group(if refused { "refused" } else { "allowed" });
         g.measurement_time(Duration::from_secs(3));
-        for peer in [Peer::Bare, Peer::Ours, Peer::Governor] {
+        for peer in [Peer::Bare, Peer::Noop, Peer::Ours, Peer::Governor] {
             if refused && peer == Peer::Bare {
                 continue;
             }
-            let mut r = peer.router(refused);
+            let mut r = peer.router(refused, None);
             let keys = keys(refused);
             rt.block_on(drive(&mut r, &keys, 1));
             g.bench_function(peer.name(), |b| {

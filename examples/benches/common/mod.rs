@@ -30,22 +30,35 @@ impl KeyExtractor for XKey {
 pub(crate) enum Peer {
     /// axum without a limiter.
     Bare,
+    /// axum with a layer that does nothing (`MapResponseLayer` of the identity): what any
+    /// Tower layer costs through `Router::layer`, the floor for every limiter.
+    Noop,
     /// `bench-server`'s app: this crate's layer on the memory store, token bucket.
     Ours,
     /// tower_governor with its headers on.
     Governor,
+    /// `bench-server`'s app on a Redis store (a `redis-server` the bench starts).
+    Redis,
 }
 
 impl Peer {
-    /// All three, in the order they alternate.
-    pub(crate) const ALL: [Peer; 3] = [Peer::Bare, Peer::Ours, Peer::Governor];
+    /// Every peer, in the order they alternate.
+    pub(crate) const ALL: [Peer; 5] = [
+        Peer::Bare,
+        Peer::Noop,
+        Peer::Ours,
+        Peer::Governor,
+        Peer::Redis,
+    ];
 
     /// The short name used on the command line and in output.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Peer::Bare => "bare",
+            Peer::Noop => "noop-layer",
             Peer::Ours => "ours",
             Peer::Governor => "governor",
+            Peer::Redis => "ours-redis",
         }
     }
 
@@ -56,19 +69,31 @@ impl Peer {
     }
 
     /// The app: allowing everything, or with one key's quota of one per hour (`refused`).
-    pub(crate) fn router(self, refused: bool) -> Router {
-        match self {
-            Peer::Bare => bare_app(),
-            Peer::Ours => app(&if refused {
+    /// `Redis` counts in the Redis at `redis_url`.
+    pub(crate) fn router(self, refused: bool, redis_url: Option<&str>) -> Router {
+        let ours = |redis_url: Option<&str>| {
+            let cfg = BenchConfig {
+                redis_url: redis_url.map(str::to_owned),
+                ..BenchConfig::default()
+            };
+            app(&if refused {
                 BenchConfig {
                     limit: 1,
                     window_ms: 3_600_000,
-                    ..BenchConfig::default()
+                    ..cfg
                 }
             } else {
-                BenchConfig::default()
+                cfg
             })
-            .expect("valid bench config"),
+            .expect("valid bench config")
+        };
+        match self {
+            Peer::Bare => bare_app(),
+            Peer::Noop => bare_app().layer(tower::util::MapResponseLayer::new(
+                |r: axum::response::Response| r,
+            )),
+            Peer::Ours => ours(None),
+            Peer::Redis => ours(Some(redis_url.expect("a Redis for the Redis peer"))),
             Peer::Governor => {
                 let mut b = GovernorConfigBuilder::default().key_extractor(XKey);
                 if refused {
