@@ -174,9 +174,32 @@ impl Answering {
 
 /// Whether a request's `Accept` includes `text/html` (a browser loading a page).
 pub fn accepts_html(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains("text/html"))
+    // Every request is asked: compare in place, without a lower-cased copy.
+    headers.get_all(http::header::ACCEPT).iter().any(|v| {
+        v.as_bytes()
+            .windows(b"text/html".len())
+            .any(|w| w.eq_ignore_ascii_case(b"text/html"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_is_recognised_in_any_case_and_any_accept_field() {
+        let accept = |values: &[&[u8]]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(http::header::ACCEPT, HeaderValue::from_bytes(v).unwrap());
+            }
+            accepts_html(&h)
+        };
+        assert!(accept(&[b"Text/HTML,application/xhtml+xml;q=0.9"]));
+        assert!(accept(&[b"application/json", b"text/html"]));
+        assert!(accept(&[b"\xfftext/html"]));
+        assert!(!accept(&[b"*/*"]));
+        assert!(!accept(&[b"application/json", b"text/htm"]));
+        assert!(!accept(&[]));
+    }
 }
