@@ -139,6 +139,7 @@ impl Decision {
 
     /// This decision `elapsed_us` later, with no check in between: its times counted
     /// down (a cached refusal's answer).
+    #[cfg(feature = "redis")]
     pub(crate) fn aged(&self, elapsed_us: u64) -> Self {
         Self::from_parts(
             self.outcome,
