@@ -439,8 +439,12 @@ mod plot {
                 _ => String::new(),
             })
             .y_desc("requests / s")
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()?;
-        for (refused, color, label) in [(false, BLUE, "allowed"), (true, RED, "refused")] {
+        for (refused, color, label) in [
+            (false, BLUE, "10 000 keys, allowed"),
+            (true, RED, "one exhausted key (refused)"),
+        ] {
             let bars = table
                 .iter()
                 .filter(|r| r.refused == refused)
