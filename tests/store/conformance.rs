@@ -5,7 +5,7 @@ use std::time::Duration;
 use rate_limit_core::{AnyStore, Chain, Check, Limit, MemoryStore, Outcome, Principal, Store};
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
 
-use crate::support::{align, cluster, run, standalone};
+use crate::support::{align, clear_of_boundary, cluster, run, standalone};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -216,6 +216,8 @@ async fn overrides(store: &AnyStore) {
 }
 
 async fn suite(store: &AnyStore) {
+    // The minute windows below must not roll over mid-suite (a few seconds at most).
+    clear_of_boundary(MINUTE, Duration::from_secs(10)).await;
     overrides(store).await;
     counting(store).await;
     costs(store).await;

@@ -189,3 +189,50 @@ async fn the_cache_is_bounded() {
     assert!((1..=16).contains(&hits), "{hits}");
     assert_eq!(server.command_calls("evalsha"), 200 - hits);
 }
+
+#[tokio::test]
+async fn a_key_refused_before_an_outage_stays_refused_during_it_whatever_the_policy() {
+    use rate_limit_core::{Answer, FailurePolicy, Limiter};
+
+    let mut server = RedisServer::start();
+    let store = store(&server, 100).await;
+    let limiter = Limiter::builder(AnyStore::Redis(store.clone()))
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let limit = Limit::sliding_log("outage", 1, Duration::from_secs(60)).unwrap();
+    let refused = Chain::new().check(&limit, Principal::user("mallory"));
+    let other = Chain::new().check(&limit, Principal::user("ann"));
+    assert!(matches!(
+        limiter.check(&refused, FailurePolicy::Open).await,
+        Answer::Store(d) if d.is_allowed()
+    ));
+    assert!(matches!(
+        limiter.check(&refused, FailurePolicy::Open).await,
+        Answer::Store(d) if !d.is_allowed()
+    ));
+    server.kill();
+    // Redis is gone: a new key gets the policy's answer (open), and the store cools down.
+    assert!(matches!(
+        limiter.check(&other, FailurePolicy::Open).await,
+        Answer::Open(_)
+    ));
+    // The key Redis refused is still refused, from the deny cache, synchronously too.
+    for _ in 0..100 {
+        let a = limiter.check(&refused, FailurePolicy::Open).await;
+        assert!(
+            matches!(a, Answer::Store(ref d) if !d.is_allowed()),
+            "{a:?}"
+        );
+    }
+    let a = limiter.try_check(&refused, FailurePolicy::Open);
+    assert!(
+        matches!(a, Some(Answer::Store(ref d)) if !d.is_allowed()),
+        "{a:?}"
+    );
+    assert!(matches!(
+        limiter.try_check(&other, FailurePolicy::Open),
+        Some(Answer::Open(_))
+    ));
+    assert_eq!(store.deny_cache_hits(), 101);
+}

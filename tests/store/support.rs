@@ -42,3 +42,16 @@ pub(crate) async fn align(window: Duration, offset: Duration) {
     let wait = w - now % w + offset.as_micros();
     tokio::time::sleep(Duration::from_micros(u64::try_from(wait).unwrap())).await;
 }
+
+/// Waits out the end of the current `window` if it ends within `margin` (real time), so a
+/// test that needs one whole window for its counts never straddles two.
+pub(crate) async fn clear_of_boundary(window: Duration, margin: Duration) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let left = window.as_micros() - now % window.as_micros();
+    if left < margin.as_micros() {
+        tokio::time::sleep(Duration::from_micros(u64::try_from(left).unwrap() + 10_000)).await;
+    }
+}

@@ -231,15 +231,18 @@ impl<S: Store> Limiter<S> {
     }
 
     /// Checks a chain; when the store cannot answer, `policy` decides.
+    ///
+    /// What the store answers from memory comes first ([`Store::try_check`]): a key the
+    /// Redis store's deny cache holds stays refused while Redis is down or cooling down,
+    /// whatever `policy` says — that refusal is still the true answer.
     pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Answer {
-        let failure = match self.cooling_down() {
-            Some(reason) => reason,
-            None => match self.call(|| self.inner.store.check(chain)).await {
-                Ok(decision) => return Answer::Store(decision),
-                Err(reason) => reason,
-            },
-        };
-        self.failed_answer(chain, policy, failure)
+        if let Some(answer) = self.try_check(chain, policy) {
+            return answer;
+        }
+        match self.call(|| self.inner.store.check(chain)).await {
+            Ok(decision) => Answer::Store(decision),
+            Err(reason) => self.failed_answer(chain, policy, reason),
+        }
     }
 
     /// Checks a chain without waiting, when that needs no I/O: the store answers from
@@ -249,12 +252,12 @@ impl<S: Store> Limiter<S> {
     ///
     /// The same answer `check` would give, without a future: the layer's fast path.
     pub fn try_check(&self, chain: &Chain, policy: FailurePolicy) -> Option<Answer> {
-        if let Some(reason) = self.cooling_down() {
-            return Some(self.failed_answer(chain, policy, reason));
+        // An answer from memory says nothing of the store's health: no recovery is noted.
+        if let Some(decision) = self.inner.store.try_check(chain) {
+            return Some(Answer::Store(decision));
         }
-        let decision = self.inner.store.try_check(chain)?;
-        self.recovered();
-        Some(Answer::Store(decision))
+        let reason = self.cooling_down()?;
+        Some(self.failed_answer(chain, policy, reason))
     }
 
     fn failed_answer(

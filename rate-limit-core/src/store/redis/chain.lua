@@ -163,13 +163,19 @@ local arity = {2, 3, -1, 1}
 local function read(key, algo)
   local raw = redis.pcall('GET', key)
   if type(raw) ~= 'string' then return false end
+  local want = arity[algo]
+  if want == 1 then
+    -- One number (the token bucket): tonumber alone, no tokenizer (same rules).
+    local v = tonumber(raw)
+    if v == nil or v < 0 or v ~= math.floor(v) then return false end
+    return {v}
+  end
   local st = {}
   for token in string.gmatch(raw, '%S+') do
     local v = tonumber(token)
     if v == nil or v < 0 or v ~= math.floor(v) then return false end
     st[#st + 1] = v
   end
-  local want = arity[algo]
   if (want > 0 and #st ~= want) or (want < 0 and #st % 2 ~= 0) then return false end
   return st
 end

@@ -42,6 +42,10 @@
 //! changes at run time ([`Limit::version`](crate::Limit::version)), when the key's
 //! parameters differ (an override), and on [`Store::reset`] through this store.
 //!
+//! While Redis is down, a key it refused before the outage stays refused until its
+//! retry-after, whatever a rule's failure policy says: the [`Limiter`](crate::Limiter) asks
+//! the cache first, and that refusal is still the true answer.
+//!
 //! What it cannot see, and when to turn it off: a reset, a raised limit or a refund made by
 //! *another* process, or a Redis that lost its data, shows here only once the cached
 //! retry-after has passed. If an operator must be able to lift a refusal at once from
