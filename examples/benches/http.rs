@@ -324,57 +324,60 @@ fn main() {
             .find(|r| r.refused == refused && r.peer == peer)
             .map(|r| r.rps)
     };
-    let ratio = |label: &str, a: Option<f64>, b: Option<f64>| {
-        if let (Some(a), Some(b)) = (a, b) {
+    // (label, (refused, peer) ÷ (refused, peer)); a row whose peer did not run is skipped.
+    let ratios = [
+        (
+            "allowed: ours ÷ bare axum",
+            (false, Peer::Ours),
+            (false, Peer::Bare),
+        ),
+        (
+            "allowed: no-op layer ÷ bare axum",
+            (false, Peer::Noop),
+            (false, Peer::Bare),
+        ),
+        (
+            "allowed: ours ÷ no-op layer",
+            (false, Peer::Ours),
+            (false, Peer::Noop),
+        ),
+        (
+            "allowed: ours ÷ tower_governor",
+            (false, Peer::Ours),
+            (false, Peer::Governor),
+        ),
+        (
+            "allowed: tower_governor ÷ bare axum",
+            (false, Peer::Governor),
+            (false, Peer::Bare),
+        ),
+        (
+            "refused ÷ allowed, ours",
+            (true, Peer::Ours),
+            (false, Peer::Ours),
+        ),
+        (
+            "refused ÷ allowed, tower_governor",
+            (true, Peer::Governor),
+            (false, Peer::Governor),
+        ),
+        (
+            "allowed: ours on Redis ÷ ours in memory",
+            (false, Peer::Redis),
+            (false, Peer::Ours),
+        ),
+        (
+            "refused: ours on Redis ÷ ours in memory",
+            (true, Peer::Redis),
+            (true, Peer::Ours),
+        ),
+    ];
+    println!();
+    for (label, a, b) in ratios {
+        if let (Some(a), Some(b)) = (get(a.0, a.1), get(b.0, b.1)) {
             println!("{label} = {:.3}", a / b);
         }
-    };
-    println!();
-    ratio(
-        "allowed: ours ÷ bare axum",
-        get(false, Peer::Ours),
-        get(false, Peer::Bare),
-    );
-    ratio(
-        "allowed: no-op layer ÷ bare axum",
-        get(false, Peer::Noop),
-        get(false, Peer::Bare),
-    );
-    ratio(
-        "allowed: ours ÷ no-op layer",
-        get(false, Peer::Ours),
-        get(false, Peer::Noop),
-    );
-    ratio(
-        "allowed: ours ÷ tower_governor",
-        get(false, Peer::Ours),
-        get(false, Peer::Governor),
-    );
-    ratio(
-        "allowed: tower_governor ÷ bare axum",
-        get(false, Peer::Governor),
-        get(false, Peer::Bare),
-    );
-    ratio(
-        "refused ÷ allowed, ours",
-        get(true, Peer::Ours),
-        get(false, Peer::Ours),
-    );
-    ratio(
-        "refused ÷ allowed, tower_governor",
-        get(true, Peer::Governor),
-        get(false, Peer::Governor),
-    );
-    ratio(
-        "allowed: ours on Redis ÷ ours in memory",
-        get(false, Peer::Redis),
-        get(false, Peer::Ours),
-    );
-    ratio(
-        "refused: ours on Redis ÷ ours in memory",
-        get(true, Peer::Redis),
-        get(true, Peer::Ours),
-    );
+    }
     for r in table.iter().filter(|r| r.peer == Peer::Redis) {
         let mem = table
             .iter()
