@@ -52,7 +52,8 @@ pub struct HandlerLimiter {
 
 impl HandlerLimiter {
     /// A limiter answering like a layer with default settings.
-    pub fn new(limiter: Limiter<AnyStore>) -> Self {
+    pub fn new(limiter: impl Into<Limiter<AnyStore>>) -> Self {
+        let limiter = limiter.into();
         Self {
             limiter,
             answering: Answering::new(),

@@ -36,6 +36,8 @@ pub enum ConfigErrorKind {
     AlgorithmInvalid,
     /// A configuration file that does not parse (syntax, an unknown field, a wrong type).
     ConfigInvalid,
+    /// A [`HashKey`](crate::HashKey) shorter than 16 bytes.
+    HashKeyInvalid,
 }
 
 impl ConfigErrorKind {
@@ -57,6 +59,7 @@ impl ConfigErrorKind {
             Self::PolicyInvalid => "policy.invalid",
             Self::AlgorithmInvalid => "limit.algorithm_invalid",
             Self::ConfigInvalid => "config.invalid",
+            Self::HashKeyInvalid => "principal.hash_key_invalid",
         }
     }
 }

@@ -54,7 +54,9 @@ pub use limit::{
     AlgorithmKind, Limit, MAX_NAME_LEN, MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW, validate_name,
 };
 pub use limiter::{Answer, FailurePolicy, FailureReason, Limiter, LimiterBuilder};
-pub use principal::{MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, Principal, PrincipalKind};
+pub use principal::{
+    HashKey, MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, MIN_HASH_KEY_LEN, Principal, PrincipalKind,
+};
 #[cfg(feature = "redis")]
 pub use store::RedisStore;
 pub use store::{AnyStore, BoxStore, Dedupe, MemoryStore, Store, StoreError, StoreErrorKind};

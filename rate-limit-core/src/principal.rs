@@ -7,8 +7,16 @@
 //! - Anything else (a `:`, `{`, `}`, NUL, CR LF, non-UTF-8 bytes, an e-mail address, a
 //!   long value) is replaced by `~` and 32 hex digits of its SHA-256. `~` never appears in
 //!   a literal value, so a hashed value cannot alias a literal one.
-//! - API keys and values given to [`Principal::personal`] are always hashed: no secret
-//!   or e-mail address is ever written into a key.
+//! - A principal of kind [`PrincipalKind::ApiKey`], through every constructor, and every
+//!   value given to [`Principal::personal`] or [`Principal::keyed`] is always hashed: no
+//!   secret or e-mail address is ever written into a key. The other kinds are readable by
+//!   design (an operator can find `u:alice` in Redis): pass credentials and personal data
+//!   through `personal` or `keyed`, never `new`.
+//! - [`Principal::keyed`] hashes with HMAC-SHA-256 under a [`HashKey`] the operator
+//!   configures. Use it for low-entropy values (e-mail addresses, phone numbers, user
+//!   names): anyone who can read the store can hash a dictionary of addresses with plain
+//!   SHA-256 and match them, but not without the key. Every instance that shares a store
+//!   must use the same key, or their counters part.
 //! - Composite principals join encoded parts with `:`; parts never hold `:`, so
 //!   `("a:b", "c")` and `("a", "b:c")` differ.
 //! - A rendering longer than [`MAX_PRINCIPAL_LEN`] is hashed whole.
@@ -20,6 +28,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -39,7 +48,7 @@ pub enum PrincipalKind {
     Participant,
     /// A signed-in user or account.
     User,
-    /// An API key (always hashed).
+    /// An API key: always hashed, whichever constructor or extractor builds it.
     ApiKey,
     /// A client IP address or network.
     Ip,
@@ -62,6 +71,11 @@ impl PrincipalKind {
             ));
         }
         Ok(Self::Custom(name.into()))
+    }
+
+    /// Whether values of this kind are secrets, hashed whatever the constructor.
+    pub(crate) fn is_secret(&self) -> bool {
+        matches!(self, Self::ApiKey)
     }
 
     fn tag(&self) -> &str {
@@ -188,6 +202,67 @@ fn hashed(domain: &[u8], bytes: &[u8]) -> String {
     s
 }
 
+/// The shortest [`HashKey`], in bytes (128 bits).
+pub const MIN_HASH_KEY_LEN: usize = 16;
+
+/// A secret key for [`Principal::keyed`]: HMAC-SHA-256, configured by the operator and the
+/// same on every instance that shares a store.
+///
+/// Cheap to clone. Its `Debug` output never shows the key.
+///
+/// ```
+/// use rate_limit_core::{HashKey, Principal, PrincipalKind};
+///
+/// // In production, read it from a secret store or the environment.
+/// let key = HashKey::new(b"0123456789abcdef0123456789abcdef")?;
+/// let mail = Principal::keyed(PrincipalKind::User, &key, "ann@example.com");
+/// assert!(mail.as_str().starts_with("u:~"));
+/// assert_ne!(mail, Principal::personal(PrincipalKind::User, "ann@example.com"));
+/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct HashKey {
+    mac: Arc<hmac::Hmac<Sha256>>,
+}
+
+impl fmt::Debug for HashKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HashKey(..)")
+    }
+}
+
+impl HashKey {
+    /// A key of at least 16 bytes; `principal.hash_key_invalid` for a shorter one.
+    pub fn new(key: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
+        let key = key.as_ref();
+        if key.len() < MIN_HASH_KEY_LEN {
+            return Err(ConfigError::new(
+                ConfigErrorKind::HashKeyInvalid,
+                "hash_key",
+                "a hash key is at least 16 bytes; use 32 random bytes",
+            ));
+        }
+        let mac = hmac::Hmac::<Sha256>::new_from_slice(key).map_err(|_| {
+            ConfigError::new(
+                ConfigErrorKind::HashKeyInvalid,
+                "hash_key",
+                "the hash key is not usable",
+            )
+        })?;
+        Ok(Self { mac: Arc::new(mac) })
+    }
+
+    fn hashed(&self, bytes: &[u8]) -> String {
+        let mut mac = (*self.mac).clone();
+        mac.update(b"rate-limit/keyed\0");
+        mac.update(bytes);
+        let mut s = String::with_capacity(33);
+        s.push('~');
+        s.push_str(&hex32(&mac.finalize().into_bytes()));
+        s
+    }
+}
+
 fn push_part(out: &mut String, bytes: &[u8], always_hash: bool) {
     let literal = !always_hash
         && !bytes.is_empty()
@@ -214,6 +289,7 @@ impl Principal {
     }
 
     fn one(kind: PrincipalKind, value: &[u8], always_hash: bool) -> Self {
+        let always_hash = always_hash || kind.is_secret();
         // The common case, a short safe value under a built-in kind, never allocates.
         if !always_hash && let Some(text) = Text::literal(&kind, value) {
             return Self { kind, text };
@@ -250,22 +326,37 @@ impl Principal {
     }
 
     /// A principal of any kind whose value is personal data or a secret (an e-mail
-    /// address, a phone number): always hashed.
+    /// address, a phone number, a token): always hashed, with SHA-256. For low-entropy
+    /// values prefer [`keyed`](Self::keyed): a plain hash of an e-mail address can be
+    /// matched against a dictionary of addresses.
     pub fn personal(kind: PrincipalKind, value: impl AsRef<[u8]>) -> Self {
         Self::one(kind, value.as_ref(), true)
     }
 
-    /// A principal of any kind with a plain value.
+    /// A principal of any kind whose value is hashed with HMAC-SHA-256 under `key`: what
+    /// to use for e-mail addresses and other guessable personal data (see [`HashKey`]).
+    pub fn keyed(kind: PrincipalKind, key: &HashKey, value: impl AsRef<[u8]>) -> Self {
+        let mut text = String::with_capacity(48);
+        kind.write_prefix(&mut text);
+        text.push_str(&key.hashed(value.as_ref()));
+        Self::finish(kind, text)
+    }
+
+    /// A principal of any kind with a plain value: kept readable when it is short and
+    /// safe, hashed otherwise. [`PrincipalKind::ApiKey`] is always hashed.
     pub fn new(kind: PrincipalKind, value: impl AsRef<[u8]>) -> Self {
         Self::one(kind, value.as_ref(), false)
     }
 
-    /// A principal made of several parts, e.g. `(visitor, game)`.
+    /// A principal made of several parts, e.g. `(visitor, game)`. Each part is kept or
+    /// hashed as [`new`](Self::new) would; under [`PrincipalKind::ApiKey`] every part is
+    /// hashed.
     pub fn composite<I>(kind: PrincipalKind, parts: I) -> Self
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
+        let secret = kind.is_secret();
         let mut text = String::with_capacity(64);
         kind.write_prefix(&mut text);
         let mut first = true;
@@ -274,7 +365,7 @@ impl Principal {
                 text.push(':');
             }
             first = false;
-            push_part(&mut text, part.as_ref(), false);
+            push_part(&mut text, part.as_ref(), secret);
         }
         Self::finish(kind, text)
     }

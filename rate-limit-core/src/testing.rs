@@ -1,4 +1,5 @@
-//! Test utilities (feature `test-util`): a store that fails on demand.
+//! Test utilities (feature `test-util`): a store that fails on demand, and a capture of
+//! every `tracing` event.
 
 #![allow(unreachable_pub)]
 
@@ -85,5 +86,77 @@ impl Store for FaultyStore {
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
         self.gate().await?;
         self.inner.reset(key).await
+    }
+}
+
+/// Every `tracing` event of the process, captured as `name field=value …` lines, for tests
+/// that look at what was logged (how often, and that no secret is in it).
+///
+/// One process-wide subscriber: a thread-local one misses events when parallel tests share
+/// callsites (tracing caches callsite interest). Tests filter by a name or a store's name.
+#[derive(Debug, Clone, Default)]
+pub struct LogCapture(Arc<Mutex<Vec<String>>>);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        let _ = write!(self.0, "{}={:?} ", f.name(), v);
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogCapture {
+    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let mut f = Fields(format!("{} ", e.metadata().name()));
+        e.record(&mut f);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(f.0);
+    }
+}
+
+impl LogCapture {
+    /// The process-wide capture, installed as the global subscriber on first use.
+    ///
+    /// # Panics
+    ///
+    /// If another global subscriber was installed first.
+    pub fn global() -> Self {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        static CAPTURE: std::sync::OnceLock<LogCapture> = std::sync::OnceLock::new();
+        CAPTURE
+            .get_or_init(|| {
+                let c = LogCapture::default();
+                tracing::subscriber::set_global_default(
+                    tracing_subscriber::registry().with(c.clone()),
+                )
+                .expect("no other global subscriber");
+                c
+            })
+            .clone()
+    }
+
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many events named `name` hold `needle` in their fields.
+    pub fn count(&self, name: &str, needle: &str) -> usize {
+        let prefix = format!("{name} ");
+        self.lines()
+            .iter()
+            .filter(|l| l.starts_with(&prefix) && l.contains(needle))
+            .count()
+    }
+
+    /// Whether any line holds `needle`.
+    pub fn contains(&self, needle: &str) -> bool {
+        self.lines().iter().any(|l| l.contains(needle))
     }
 }

@@ -67,8 +67,30 @@ impl fmt::Debug for RateLimitLayer {
 }
 
 impl RateLimitLayer {
-    /// A layer over `limiter`'s store, with no rules yet.
-    pub fn new(limiter: Limiter<AnyStore>) -> Self {
+    /// A layer counting in `store`, with no rules yet.
+    ///
+    /// `store` is a [`MemoryStore`], a [`RedisStore`](rate_limit_core::RedisStore)
+    /// (standalone or Cluster), an [`AnyStore`], a store of your own in a
+    /// [`BoxStore`](rate_limit_core::BoxStore), or a [`Limiter`] built with other settings
+    /// (timeout, cool-down: [`Limiter::builder`]). Layers made over clones of one store share
+    /// one limiter ([`Limiter::shared`]): one cool-down, one log line per outage.
+    ///
+    /// ```
+    /// use rate_limit_core::{AnyStore, Limiter, MemoryStore};
+    /// use rate_limit_tower::RateLimitLayer;
+    /// use std::time::Duration;
+    ///
+    /// let store = MemoryStore::new();
+    /// let guard = RateLimitLayer::new(store.clone());
+    /// let slow = Limiter::builder(AnyStore::from(store))
+    ///     .timeout(Duration::from_millis(200))
+    ///     .build()?;
+    /// let route = RateLimitLayer::new(slow);
+    /// # let _ = (guard, route);
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    pub fn new(store: impl Into<Limiter<AnyStore>>) -> Self {
+        let limiter = store.into();
         Self {
             shared: Arc::new(Shared {
                 limiter,
@@ -86,7 +108,7 @@ impl RateLimitLayer {
 
     /// A layer counting in process memory (a fresh [`MemoryStore`]).
     pub fn in_memory() -> Self {
-        Self::new(Limiter::new(AnyStore::Memory(MemoryStore::new())))
+        Self::new(MemoryStore::new())
     }
 
     fn edit(mut self, f: impl FnOnce(&mut Shared)) -> Self {

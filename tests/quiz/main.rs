@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use rate_limit_core::testing::LogCapture;
 use rate_limit_core::{AnyStore, MemoryStore};
 use rate_limit_examples::quiz_night::{QuizConfig, app_with_store};
 use rate_limit_tests::redis::{RedisServer, down_store};
@@ -297,11 +298,17 @@ async fn the_whole_table_on_redis() {
 async fn the_global_guard_counts_a_whole_room_and_never_the_page_or_health() {
     let s = start(AnyStore::Memory(MemoryStore::new()), "127.0.0.0/8").await;
     let http = client();
-    // Behind a trusted proxy, X-Real-IP names the client; else the rightmost XFF hop.
-    for _ in 0..1_200 {
+    // Behind a trusted proxy, the rightmost X-Forwarded-For hop that is not a proxy.
+    let venue = |ip: &str| format!("6.6.6.6, {ip}");
+    for i in 0..1_200 {
         let r = http
             .get(s.url("/"))
-            .header("x-real-ip", "203.0.113.50")
+            // A spoofed leftmost hop and X-Real-IP change nothing.
+            .header(
+                "x-forwarded-for",
+                format!("9.9.9.{}, 203.0.113.50", i % 250),
+            )
+            .header("x-real-ip", format!("198.51.100.{}", i % 250))
             .send()
             .await
             .unwrap();
@@ -309,7 +316,7 @@ async fn the_global_guard_counts_a_whole_room_and_never_the_page_or_health() {
     }
     let r = http
         .get(s.url("/"))
-        .header("x-forwarded-for", "6.6.6.6, 203.0.113.50")
+        .header("x-forwarded-for", venue("203.0.113.50"))
         .send()
         .await
         .unwrap();
@@ -317,7 +324,7 @@ async fn the_global_guard_counts_a_whole_room_and_never_the_page_or_health() {
     for path in ["/too-many-requests", "/healthz"] {
         let r = http
             .get(s.url(path))
-            .header("x-real-ip", "203.0.113.50")
+            .header("x-forwarded-for", venue("203.0.113.50"))
             .send()
             .await
             .unwrap();
@@ -325,11 +332,105 @@ async fn the_global_guard_counts_a_whole_room_and_never_the_page_or_health() {
     }
     let r = http
         .get(s.url("/"))
-        .header("x-real-ip", "203.0.113.51")
+        .header("x-forwarded-for", venue("203.0.113.51"))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK, "another venue");
+}
+
+/// The trial's finding: behind a proxy that passes a client's own `X-Real-IP` through,
+/// rotating it escaped the sign-in IP limit (21 of 21 allowed). One source now: the
+/// 21st attempt from one address is refused whatever `X-Real-IP` says.
+#[tokio::test]
+async fn rotating_x_real_ip_does_not_escape_the_ip_limit() {
+    let s = start(AnyStore::Memory(MemoryStore::new()), "127.0.0.0/8").await;
+    let http = client();
+    let mut allowed = 0;
+    for i in 0..21 {
+        let r = http
+            .post(s.url("/auth/sign-in"))
+            .header("x-forwarded-for", "203.0.113.77")
+            .header("x-real-ip", format!("198.51.100.{i}"))
+            .body(format!(
+                "{{\"email\":\"user{i}@example.com\",\"password\":\"x\"}}"
+            ))
+            .send()
+            .await
+            .unwrap();
+        if r.status() != StatusCode::TOO_MANY_REQUESTS {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 20, "the IP limit is 20 per 15 minutes");
+}
+
+/// Requests a route would never serve (405 wrong method, 404 unknown path) spend none of
+/// its budget: every limit is a `route_layer`.
+#[tokio::test]
+async fn wrong_methods_and_unknown_paths_leave_the_budget_untouched() {
+    let s = start(AnyStore::Memory(MemoryStore::new()), "").await;
+    let http = client();
+    for _ in 0..20 {
+        let r = http
+            .post(s.url("/api/games/g1/poll"))
+            .header("x-participant-id", "p1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+        let r = http
+            .get(s.url("/api/games/g1/poll/nope"))
+            .header("x-participant-id", "p1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+    let r = http
+        .get(s.url("/api/games/g1/poll"))
+        .header("x-participant-id", "p1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["ratelimit-remaining"], "19");
+}
+
+/// Every layer and handler of the quiz shares one limiter: an outage is logged once, not
+/// once per layer.
+#[tokio::test]
+async fn an_outage_is_logged_once_for_all_the_layers() {
+    let logs = LogCapture::global();
+    let store = down_store();
+    // Named by its own free port: other tests' outages do not count here.
+    let name = format!("store={} ", store.describe());
+    let s = start(store, "").await;
+    let http = client();
+    for (method, path) in [
+        ("GET", "/api/games/g1/poll"),
+        ("POST", "/api/games/g1/answers"),
+        ("POST", "/api/ask"),
+        ("POST", "/webhooks/payments"),
+        ("POST", "/auth/sign-in"),
+        ("GET", "/"),
+    ] {
+        let _ = http
+            .request(method.parse().unwrap(), s.url(path))
+            .header("x-participant-id", "p1")
+            .header("x-game-id", "g1")
+            .header("x-delivery-id", "d1")
+            .body("{\"email\":\"a@b.c\",\"password\":\"x\"}")
+            .send()
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        logs.count("rate_limit.fallback", &name),
+        1,
+        "{:?}",
+        logs.lines()
+    );
 }
 
 #[tokio::test]

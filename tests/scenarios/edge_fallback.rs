@@ -1,44 +1,11 @@
 //! edge-fallback: a missing, failing or slow store; counted in memory; logged once per
 //! reason; never a key.
 
-use std::sync::{Arc, Mutex, OnceLock};
-
+use rate_limit_core::testing::LogCapture;
 use rate_limit_examples::edge_fallback::{EdgeStore, app};
 use rate_limit_tests::redis::{RedisServer, free_port};
 use rate_limit_tests::{Server, client};
 use reqwest::StatusCode;
-use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<String>>>);
-
-struct Fields(String);
-
-impl Visit for Fields {
-    fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
-        self.0.push_str(&format!("{}={:?} ", f.name(), v));
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for Lines {
-    fn on_event(&self, e: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut f = Fields(format!("{} ", e.metadata().name()));
-        e.record(&mut f);
-        self.0.lock().unwrap().push(f.0);
-    }
-}
-
-fn logs() -> Lines {
-    static L: OnceLock<Lines> = OnceLock::new();
-    L.get_or_init(|| {
-        let l = Lines::default();
-        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(l.clone()))
-            .unwrap();
-        l
-    })
-    .clone()
-}
 
 async fn counted_in_memory(store: EdgeStore) {
     let server = Server::start(app(&store).unwrap()).await.unwrap();
@@ -64,7 +31,7 @@ async fn counted_in_memory(store: EdgeStore) {
 
 #[tokio::test]
 async fn missing_failing_and_slow_stores_count_in_memory_and_log_each_reason_once() {
-    let lines = logs();
+    let lines = LogCapture::global();
     for (store, name, reason) in [
         (
             EdgeStore::Missing(format!("redis://127.0.0.1:{}/", free_port())),
@@ -75,7 +42,7 @@ async fn missing_failing_and_slow_stores_count_in_memory_and_log_each_reason_onc
         (EdgeStore::Slow, "slow-store", "timed_out"),
     ] {
         counted_in_memory(store).await;
-        let all = lines.0.lock().unwrap().clone();
+        let all = lines.lines();
         let fallback: Vec<&String> = all
             .iter()
             .filter(|l| {
@@ -90,9 +57,7 @@ async fn missing_failing_and_slow_stores_count_in_memory_and_log_each_reason_onc
         );
     }
     for l in lines
-        .0
-        .lock()
-        .unwrap()
+        .lines()
         .iter()
         .filter(|l| l.starts_with("rate_limit."))
     {

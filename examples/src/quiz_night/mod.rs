@@ -22,8 +22,7 @@ use axum::routing::{get, post};
 use ipnet::IpNet;
 use rate_limit_axum::{HandlerLimiter, client_ip};
 use rate_limit_core::{
-    AnyStore, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind,
-    RedisStore,
+    AnyStore, ConfigError, FailurePolicy, Limit, MemoryStore, Principal, PrincipalKind, RedisStore,
 };
 use rate_limit_tower::extract::{
     Bearer, ClientIp, ForwardedSource, HeaderKey, KeyExtractor, Rejection, key_fn,
@@ -153,19 +152,16 @@ pub fn app(cfg: &QuizConfig) -> Result<Router, ConfigError> {
 
 /// The quiz's router over a given store (tests pass one).
 pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, ConfigError> {
-    let name = if matches!(store, AnyStore::Memory(_)) {
-        "memory"
-    } else {
-        "redis"
-    };
-    let limiter = Limiter::builder(store.clone()).name(name).build()?;
     let limits = Limits::new()?;
+    // One source: the rightmost X-Forwarded-For hop that is not a trusted proxy. A second
+    // source (X-Real-IP first) would let a client behind a proxy that passes its own
+    // X-Real-IP through name any address it likes.
     let client = client_ip()
         .trusted_proxies(cfg.trusted_proxies.iter().copied())
-        .source(ForwardedSource::HeaderThenXForwardedFor(
-            http::HeaderName::from_static("x-real-ip"),
-        ));
-    let layer = || RateLimitLayer::new(limiter.clone()).redirect_browsers(LIMITED_PAGE);
+        .source(ForwardedSource::XForwardedFor);
+    // Every layer and the handlers count in one store through one limiter (one cool-down,
+    // one log line per outage).
+    let layer = || RateLimitLayer::new(store.clone()).redirect_browsers(LIMITED_PAGE);
 
     let global = layer()
         .rule(
@@ -208,7 +204,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
 
     let state = AppState {
         // Refusals inside handlers answer like the layers: 303 to the page for browsers.
-        limiter: HandlerLimiter::new(limiter.clone())
+        limiter: HandlerLimiter::new(store.clone())
             .answering(rate_limit_tower::Answering::new().redirect_browsers(LIMITED_PAGE)),
         store,
         limits,
@@ -219,20 +215,23 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         .route(LIMITED_PAGE, get(handlers::limited_page))
         .route("/robots.txt", get(handlers::robots))
         .route("/healthz", get(handlers::healthz))
-        .route("/api/games/{game}/poll", get(handlers::poll).layer(poll))
+        .route(
+            "/api/games/{game}/poll",
+            get(handlers::poll).route_layer(poll),
+        )
         .route(
             "/api/games/{game}/answers",
-            post(handlers::answer).layer(answers),
+            post(handlers::answer).route_layer(answers),
         )
         .route(
             "/host/games/{game}/next",
-            post(handlers::next_question).layer(host),
+            post(handlers::next_question).route_layer(host),
         )
         .route("/auth/sign-in", post(handlers::sign_in))
-        .route("/api/ask", post(handlers::ask).layer(ask))
+        .route("/api/ask", post(handlers::ask).route_layer(ask))
         .route(
             "/webhooks/payments",
-            post(handlers::payment_webhook).layer(webhooks),
+            post(handlers::payment_webhook).route_layer(webhooks),
         )
         .with_state(state)
         .layer(global))

@@ -17,6 +17,11 @@
 //!   and failed anew. Fields: `store`, `reason`, `policy`, `error`. Never a key or any
 //!   client input.
 //!
+//! One store, one limiter: `Limiter::from(store)` (what `RateLimitLayer::new(store)` calls)
+//! hands every clone of one store the same limiter, so the Tower layers, handlers and jobs
+//! of a process share its cool-down, its fallback counters and its once-per-episode logs.
+//! A limiter with other settings comes from [`Limiter::builder`]; clone that one to share it.
+//!
 //! ```
 //! use rate_limit_core::{Answer, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal};
 //! use std::time::Duration;
@@ -35,8 +40,8 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -44,7 +49,9 @@ use tokio::time::Instant;
 use crate::chain::{Chain, Check};
 use crate::decision::Decision;
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::store::{AnyStore, MemoryStore, Store, StoreError};
+#[cfg(feature = "redis")]
+use crate::store::RedisStore;
+use crate::store::{AnyStore, BoxStore, MemoryStore, Store, StoreError};
 
 mod policy;
 
@@ -186,6 +193,59 @@ impl<S: Store> LimiterBuilder<S> {
                 },
             }),
         })
+    }
+}
+
+impl Limiter<AnyStore> {
+    /// The limiter of this store with the default settings, named after the store
+    /// ([`AnyStore::describe`]: `memory`, `redis host:port`, …): the same one for every clone of the store, for as
+    /// long as one is alive. See the [module docs](self).
+    pub fn shared(store: impl Into<AnyStore>) -> Self {
+        type Registry = Vec<(usize, Weak<Inner<AnyStore>>)>;
+        static REGISTRY: Mutex<Registry> = Mutex::new(Vec::new());
+        let store = store.into();
+        let (id, name) = store.identity();
+        let mut reg = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
+        // A live entry holds the store, so its address cannot have been reused.
+        if let Some(inner) = reg
+            .iter()
+            .find(|(i, _)| *i == id)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            return Self { inner };
+        }
+        reg.retain(|(_, w)| w.strong_count() > 0);
+        let limiter = Self::builder(store)
+            .name(name)
+            .build()
+            .unwrap_or_else(|_| unreachable!("the default settings are valid"));
+        reg.push((id, Arc::downgrade(&limiter.inner)));
+        limiter
+    }
+}
+
+impl From<AnyStore> for Limiter<AnyStore> {
+    fn from(store: AnyStore) -> Self {
+        Self::shared(store)
+    }
+}
+
+impl From<MemoryStore> for Limiter<AnyStore> {
+    fn from(store: MemoryStore) -> Self {
+        Self::shared(store)
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<RedisStore> for Limiter<AnyStore> {
+    fn from(store: RedisStore) -> Self {
+        Self::shared(store)
+    }
+}
+
+impl From<BoxStore> for Limiter<AnyStore> {
+    fn from(store: BoxStore) -> Self {
+        Self::shared(store)
     }
 }
 

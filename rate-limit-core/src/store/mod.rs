@@ -196,6 +196,28 @@ impl From<BoxStore> for AnyStore {
     }
 }
 
+impl AnyStore {
+    /// The identity of the shared state behind this handle (clones agree), and a name for
+    /// logs: what [`Limiter`](crate::Limiter)s made from clones of one store share.
+    pub(crate) fn identity(&self) -> (usize, String) {
+        match self {
+            Self::Memory(s) => (s.identity(), "memory".to_owned()),
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => (s.identity(), s.endpoint().to_owned()),
+            Self::Boxed(s) => (
+                Arc::as_ptr(&s.inner).cast::<()>() as usize,
+                "store".to_owned(),
+            ),
+        }
+    }
+
+    /// Where this store counts, for logs and start-up lines: `memory`, `redis host:port`,
+    /// `redis-cluster host:port,…` (never a password), or `store` for a boxed store.
+    pub fn describe(&self) -> String {
+        self.identity().1
+    }
+}
+
 impl Store for AnyStore {
     async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
         match self {

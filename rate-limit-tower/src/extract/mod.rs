@@ -9,10 +9,33 @@
 //! |---|---|---|
 //! | [`ClientIp`] | the client's IP (IPv6 by /64), through trusted proxies only | peer missing: 500 (a setup error) |
 //! | [`HeaderKey`] | a header's value | 400 (or 401 with a challenge) |
-//! | [`Bearer`] | `Authorization: Bearer <id>` as a user | 401 `WWW-Authenticate: Bearer` |
+//! | [`Bearer`] | `Authorization: Bearer <token>` as a user, hashed | 401 `WWW-Authenticate: Bearer` |
 //! | [`ExtensionKey`] | a request extension set by an auth layer | 401 |
 //! | [`Global`] | everybody | never |
 //! | [`key_fn`] | whatever a closure returns | the closure's rejection |
+//!
+//! **Secrets never reach a key.** What these extractors read from `Authorization`,
+//! `Proxy-Authorization` or `Cookie` (bearer tokens, session cookies: credentials), and
+//! every principal of kind [`PrincipalKind::ApiKey`], is hashed before it becomes a key;
+//! no setting turns that off. With [`HeaderKey::keyed`] / [`Bearer::keyed`] the hash is an
+//! HMAC under your [`HashKey`], which a dictionary cannot reverse.
+//!
+//! ```
+//! use rate_limit_core::{HashKey, PrincipalKind};
+//! use rate_limit_tower::extract::{Bearer, HeaderKey, KeyExtractor};
+//!
+//! let api_key = HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
+//! let req = http::Request::builder().header("x-api-key", "sk_live_123").body(()).unwrap();
+//! let (parts, _) = req.into_parts();
+//! let p = api_key.extract(&parts).unwrap();
+//! assert!(!p.as_str().contains("sk_live_123"));
+//!
+//! // Tokens hashed under the operator's key (the same on every instance).
+//! let key = HashKey::new(std::env::var("RATE_LIMIT_HASH_KEY").unwrap_or("k".repeat(32)))?;
+//! let user = Bearer::new().keyed(key);
+//! # let _ = user;
+//! # Ok::<(), rate_limit_core::ConfigError>(())
+//! ```
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -20,7 +43,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 use http::{HeaderName, HeaderValue};
-use rate_limit_core::{Principal, PrincipalKind};
+use rate_limit_core::{HashKey, Principal, PrincipalKind};
 
 mod ip;
 mod rejection;
@@ -107,28 +130,74 @@ fn visible_ascii(value: &HeaderValue, max: usize, name: &str) -> Result<(), Reje
     Ok(())
 }
 
+/// How an extractor turns a value into a principal.
+#[derive(Debug, Clone)]
+enum Hashing {
+    /// Readable when short and safe ([`Principal::new`]).
+    Plain,
+    /// Always SHA-256 ([`Principal::personal`]).
+    Sha256,
+    /// Always HMAC-SHA-256 under the operator's key ([`Principal::keyed`]).
+    Keyed(HashKey),
+}
+
+impl Hashing {
+    fn principal(&self, kind: &PrincipalKind, value: &[u8]) -> Principal {
+        match self {
+            Self::Plain => Principal::new(kind.clone(), value),
+            Self::Sha256 => Principal::personal(kind.clone(), value),
+            Self::Keyed(key) => Principal::keyed(kind.clone(), key, value),
+        }
+    }
+
+    /// At least SHA-256: credentials are never kept readable.
+    fn at_least_hashed(self) -> Self {
+        match self {
+            Self::Plain => Self::Sha256,
+            other => other,
+        }
+    }
+}
+
+/// Whether a header carries credentials (its value is always hashed).
+fn is_credential(name: &HeaderName) -> bool {
+    name == http::header::AUTHORIZATION
+        || name == http::header::PROXY_AUTHORIZATION
+        || name == http::header::COOKIE
+}
+
 /// A header's value as the principal, e.g. `x-participant-id`.
 ///
 /// The value must be visible ASCII and at most 128 bytes ([`max_len`](Self::max_len));
 /// anything else is a 400. A missing header is a 400, or a 401 with
 /// [`unauthorized`](Self::unauthorized).
+///
+/// The value is kept readable in keys when it is short and safe, except: a principal of
+/// kind [`PrincipalKind::ApiKey`] and the value of `Authorization`, `Proxy-Authorization`
+/// or `Cookie` are always hashed; [`personal`](Self::personal) and
+/// [`keyed`](Self::keyed) hash any header.
 #[derive(Debug, Clone)]
 pub struct HeaderKey {
     name: HeaderName,
     kind: PrincipalKind,
     max: usize,
-    personal: bool,
+    hashing: Hashing,
     challenge: Option<HeaderValue>,
 }
 
 impl HeaderKey {
     /// The header `name`, counted as a principal of `kind`.
     pub fn new(name: HeaderName, kind: PrincipalKind) -> Self {
+        let hashing = if is_credential(&name) {
+            Hashing::Sha256
+        } else {
+            Hashing::Plain
+        };
         Self {
             name,
             kind,
             max: DEFAULT_MAX_HEADER_LEN,
-            personal: false,
+            hashing,
             challenge: None,
         }
     }
@@ -140,10 +209,18 @@ impl HeaderKey {
         self
     }
 
-    /// Hash the value even when it is short and plain (personal data, secrets).
+    /// Hash the value (SHA-256) even when it is short and plain (personal data, secrets).
     #[must_use]
     pub fn personal(mut self) -> Self {
-        self.personal = true;
+        self.hashing = self.hashing.at_least_hashed();
+        self
+    }
+
+    /// Hash the value with HMAC-SHA-256 under `key`: for guessable personal data (e-mail
+    /// addresses) and secrets. See [`Principal::keyed`].
+    #[must_use]
+    pub fn keyed(mut self, key: HashKey) -> Self {
+        self.hashing = Hashing::Keyed(key);
         self
     }
 
@@ -169,15 +246,13 @@ impl KeyExtractor for HeaderKey {
             });
         };
         visible_ascii(value, self.max, name)?;
-        Ok(if self.personal {
-            Principal::personal(self.kind.clone(), value.as_bytes())
-        } else {
-            Principal::new(self.kind.clone(), value.as_bytes())
-        })
+        Ok(self.hashing.principal(&self.kind, value.as_bytes()))
     }
 }
 
-/// `Authorization: Bearer <user id>` as a [`User`](PrincipalKind::User) principal.
+/// `Authorization: Bearer <token>` as a [`User`](PrincipalKind::User) principal, the
+/// token hashed (SHA-256, or HMAC under your key with [`keyed`](Self::keyed)): a bearer
+/// token is a credential and never reaches a store key.
 ///
 /// This names the caller; it does not authenticate anyone. Put it behind your auth layer,
 /// or use [`ExtensionKey`] with the identity that layer sets. A missing or malformed
@@ -185,12 +260,14 @@ impl KeyExtractor for HeaderKey {
 #[derive(Debug, Clone)]
 pub struct Bearer {
     max: usize,
+    hashing: Hashing,
 }
 
 impl Default for Bearer {
     fn default() -> Self {
         Self {
             max: DEFAULT_MAX_HEADER_LEN,
+            hashing: Hashing::Sha256,
         }
     }
 }
@@ -199,6 +276,13 @@ impl Bearer {
     /// The extractor, with tokens of at most 128 bytes.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Hash tokens with HMAC-SHA-256 under `key` instead of plain SHA-256.
+    #[must_use]
+    pub fn keyed(mut self, key: HashKey) -> Self {
+        self.hashing = Hashing::Keyed(key);
+        self
     }
 }
 
@@ -224,7 +308,7 @@ impl KeyExtractor for Bearer {
                 })?;
                 visible_ascii(&t, self.max, "bearer token")
                     .map_err(|r| r.unauthorized(challenge.clone()))?;
-                Ok(Principal::user(t.as_bytes()))
+                Ok(self.hashing.principal(&PrincipalKind::User, t.as_bytes()))
             }
             _ => Err(Rejection::invalid(
                 "principal.invalid",

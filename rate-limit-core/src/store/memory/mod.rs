@@ -165,6 +165,13 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
+    /// The address of the state clones share.
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+}
+
+impl MemoryStore {
     /// A store with the default settings and the system clock.
     pub fn new() -> Self {
         Self::builder()

@@ -41,14 +41,6 @@ impl Conn {
         Ok(Self::Single(manager))
     }
 
-    pub(super) fn kind(&self) -> &'static str {
-        match self {
-            Self::Single(_) => "standalone",
-            #[cfg(feature = "cluster")]
-            Self::Cluster(_) => "cluster",
-        }
-    }
-
     pub(super) fn is_cluster(&self) -> bool {
         !matches!(self, Self::Single(_))
     }

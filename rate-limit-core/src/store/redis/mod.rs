@@ -6,8 +6,17 @@
 //! - **Server time**: the script reads Redis `TIME`, so application servers' clocks never
 //!   matter; a stored time in the future (a failover to a replica whose clock lags) is
 //!   clamped as the algorithms document.
-//! - **Keys**: `<prefix>:{<principal>}:<limit>`, TTL = the state's life (the window; two
-//!   for the sliding window) plus a small slack (default 1 s).
+//! - **Keys**: `<prefix>:v2:{<principal>}:<limit>`, TTL = the state's life (the window;
+//!   two for the sliding window) plus a small slack (default 1 s). The principal is the
+//!   canonical rendering of [`Principal`](crate::Principal): API keys and credentials are
+//!   hashed before they get here, so no secret reaches Redis, its logs or its files.
+//! - **Versioned names**: `v2` names the key layout and the stored state's format
+//!   ([`KEY_VERSION`]). A release that changes either bumps it, so during a rolling upgrade
+//!   old and new instances count in different keys and never misread or overwrite each
+//!   other's state; what that costs is one window in which a client may be admitted by
+//!   both generations (up to twice its quota), once. Version 1 was `<prefix>:{…}` without
+//!   a version, with API keys read through `Principal::new` or `HeaderKey` left in plain
+//!   text; its keys expire on their own.
 //! - **Cluster**: each key is hash-tagged by its own principal. A chain whose keys fall
 //!   in different slots runs slot group by slot group (consecutive checks of one slot
 //!   form a group), in chain order, one call each. When a later group refuses, what the
@@ -74,6 +83,9 @@ use deny::DenyCache;
 const CHAIN_LUA: &str = include_str!("chain.lua");
 const REFUND_LUA: &str = include_str!("refund.lua");
 const DEFAULT_PREFIX: &str = "rl";
+/// The version of the key layout and stored state, written after the prefix in every key
+/// name (see the [module docs](self)).
+pub const KEY_VERSION: &str = "v2";
 const MAX_PREFIX_LEN: usize = 32;
 const COST_CAP: u64 = 1 << 52;
 const DEFAULT_DENY_CACHE: usize = 10_000;
@@ -86,6 +98,7 @@ pub struct RedisStore {
 
 struct Inner {
     conn: Conn,
+    endpoint: String,
     prefix: String,
     slack_ms: u64,
     chain: Script,
@@ -96,7 +109,7 @@ struct Inner {
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
-            .field("kind", &self.inner.conn.kind())
+            .field("endpoint", &self.inner.endpoint)
             .field("prefix", &self.inner.prefix)
             .finish_non_exhaustive()
     }
@@ -170,7 +183,8 @@ impl RedisStoreBuilder {
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 conn,
-                prefix: self.prefix,
+                endpoint: endpoint(&self.nodes, self.cluster),
+                prefix: format!("{}:{KEY_VERSION}", self.prefix),
                 slack_ms: u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX),
                 chain: Script::new(CHAIN_LUA),
                 refund: Script::new(REFUND_LUA),
@@ -178,6 +192,23 @@ impl RedisStoreBuilder {
             }),
         })
     }
+}
+
+/// `redis host:port` or `redis-cluster host:port,host:port`: where the store counts, for
+/// logs and start-up lines, without a user name, password, database or query.
+fn endpoint(nodes: &[String], cluster: bool) -> String {
+    let hosts: Vec<&str> = nodes
+        .iter()
+        .map(|url| {
+            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host)
+        })
+        .collect();
+    let kind = if cluster { "redis-cluster" } else { "redis" };
+    format!("{kind} {}", hosts.join(","))
 }
 
 fn url_error(e: &RedisError) -> ConfigError {
@@ -322,6 +353,18 @@ impl RedisStore {
             slack: Duration::from_secs(1),
             deny_cache: DEFAULT_DENY_CACHE,
         }
+    }
+
+    /// The address of the state clones share.
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
+    /// Where this store counts, e.g. `redis 127.0.0.1:6379` or
+    /// `redis-cluster 10.0.0.1:7000,10.0.0.2:7000`: no user name, password or database,
+    /// so it can be logged and printed. The name of its [`Limiter::shared`](crate::Limiter::shared).
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint
     }
 
     /// How many checks the deny cache answered instead of Redis (0 with the cache off).
