@@ -7,4 +7,5 @@ mod deny_cache;
 mod exactness;
 mod faults;
 mod redis_only;
+mod secrets;
 mod support;

@@ -106,8 +106,14 @@ impl KeyExtractor for Global {
     }
 }
 
-/// Checks a header principal: non-empty, visible ASCII (`!` to `~`), at most `max` bytes.
-fn visible_ascii(value: &HeaderValue, max: usize, name: &str) -> Result<(), Rejection> {
+/// Checks a header principal: non-empty, visible ASCII (`!` to `~`; spaces too where
+/// `spaces`, as in `Authorization: Basic …`), at most `max` bytes.
+fn visible_ascii(
+    value: &HeaderValue,
+    max: usize,
+    name: &str,
+    spaces: bool,
+) -> Result<(), Rejection> {
     let bytes = value.as_bytes();
     if bytes.is_empty() {
         return Err(Rejection::invalid(
@@ -121,7 +127,8 @@ fn visible_ascii(value: &HeaderValue, max: usize, name: &str) -> Result<(), Reje
             format!("the {name} header is longer than {max} bytes"),
         ));
     }
-    if !bytes.iter().all(|b| (0x21..=0x7e).contains(b)) {
+    let low = if spaces { 0x20 } else { 0x21 };
+    if !bytes.iter().all(|b| (low..=0x7e).contains(b)) {
         return Err(Rejection::invalid(
             "principal.invalid",
             format!("the {name} header must be visible ASCII"),
@@ -245,7 +252,7 @@ impl KeyExtractor for HeaderKey {
                 None => r,
             });
         };
-        visible_ascii(value, self.max, name)?;
+        visible_ascii(value, self.max, name, is_credential(&self.name))?;
         Ok(self.hashing.principal(&self.kind, value.as_bytes()))
     }
 }
@@ -306,7 +313,7 @@ impl KeyExtractor for Bearer {
                     Rejection::invalid("principal.invalid", "malformed bearer token")
                         .unauthorized(challenge.clone())
                 })?;
-                visible_ascii(&t, self.max, "bearer token")
+                visible_ascii(&t, self.max, "bearer token", false)
                     .map_err(|r| r.unauthorized(challenge.clone()))?;
                 Ok(self.hashing.principal(&PrincipalKind::User, t.as_bytes()))
             }
