@@ -147,15 +147,14 @@ impl Answering {
                 }
                 metrics::count("rate_limit_limited_total", denied.name());
                 let retry = denied.retry_after_secs();
+                // The 429 and the 303 alike carry the refusing limit's fields, and the
+                // record an outer layer merges (a refusal here outranks its allowance).
                 let mut resp = match (&self.redirect, wants_html, retry) {
                     (Some(page), true, Some(_)) => response::redirect(page),
-                    _ => {
-                        let mut r = self.responder.limited(&denied);
-                        info.write(self.style, r.headers_mut());
-                        r.extensions_mut().insert(info);
-                        r
-                    }
+                    _ => self.responder.limited(&denied),
                 };
+                info.write(self.style, resp.headers_mut());
+                resp.extensions_mut().insert(info);
                 if let Some(secs) = retry {
                     resp.headers_mut()
                         .insert(http::header::RETRY_AFTER, headers::retry_after(secs));

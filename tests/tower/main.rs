@@ -1,7 +1,7 @@
 //! The Tower layer end to end: an axum router on a real TCP listener, a real HTTP client.
 //!
 //! One router carries a global IP guard (`Router::layer`) and a per-route participant rule
-//! (`MethodRouter::layer`), with tower-http's `CorsLayer` outside the limiter.
+//! (`MethodRouter::route_layer`), with tower-http's `CorsLayer` outside the limiter.
 
 use std::time::Duration;
 
@@ -28,20 +28,22 @@ fn app(global_quota: u64, poll_quota: u64) -> Router {
         )
         .exempt("/healthz")
         .redirect_browsers("/too-many-requests");
-    let poll = RateLimitLayer::in_memory().rule(
-        Rule::new(
-            Limit::sliding_window("poll", poll_quota, minute).unwrap(),
-            HeaderKey::new(
-                "x-participant-id".parse().unwrap(),
-                PrincipalKind::Participant,
-            ),
-        )
-        .on_store_error(FailurePolicy::Open),
-    );
+    let poll = RateLimitLayer::in_memory()
+        .redirect_browsers("/too-many-requests")
+        .rule(
+            Rule::new(
+                Limit::sliding_window("poll", poll_quota, minute).unwrap(),
+                HeaderKey::new(
+                    "x-participant-id".parse().unwrap(),
+                    PrincipalKind::Participant,
+                ),
+            )
+            .on_store_error(FailurePolicy::Open),
+        );
     Router::new()
         .route(
             "/api/poll",
-            get(|| async { "{\"question\":null}" }).layer(poll),
+            get(|| async { "{\"question\":null}" }).route_layer(poll),
         )
         .route("/", get(|| async { axum::response::Html("<h1>Quiz</h1>") }))
         .route(
@@ -146,6 +148,64 @@ async fn a_limited_browser_lands_on_the_page_without_a_loop() {
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(r.headers()["location"], "/too-many-requests");
     assert!(r.headers().contains_key("retry-after"));
+}
+
+/// The trial's finding: a browser refused by the route's limit got a 303 carrying the
+/// outer guard's `RateLimit-*` fields. Whichever layer refuses, its limit is described.
+#[tokio::test]
+async fn nested_layers_describe_the_limit_that_refused() {
+    let server = Server::start(app(1_000, 2)).await.unwrap();
+    let http = client();
+    let poll = |accept: &'static str| {
+        http.get(server.url("/api/poll"))
+            .header("x-participant-id", "p1")
+            .header("accept", accept)
+            .send()
+    };
+    for _ in 0..2 {
+        assert_eq!(poll("*/*").await.unwrap().status(), StatusCode::OK);
+    }
+    for (accept, status) in [
+        ("application/json", StatusCode::TOO_MANY_REQUESTS),
+        ("text/html", StatusCode::SEE_OTHER),
+    ] {
+        let r = poll(accept).await.unwrap();
+        assert_eq!(r.status(), status);
+        let h = r.headers();
+        assert_eq!(h["ratelimit-limit"], "2", "{accept}: the route's limit");
+        assert_eq!(h["ratelimit-remaining"], "0", "{accept}");
+        let retry: u64 = h["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!(retry >= 1, "{accept}: {retry}");
+        // The IETF field lists both limits; the guard's is there with its own count.
+        let current = h["ratelimit"].to_str().unwrap();
+        assert!(current.contains("\"poll\";r=0;"), "{current}");
+        assert!(current.contains("\"global-ip\";r="), "{current}");
+    }
+    // Refused by the outer guard: its limit is described.
+    let server = Server::start(app(3, 100)).await.unwrap();
+    for _ in 0..3 {
+        let r = http
+            .get(server.url("/api/poll"))
+            .header("x-participant-id", "p1")
+            .send()
+            .await;
+        assert_eq!(r.unwrap().status(), StatusCode::OK);
+    }
+    for accept in ["application/json", "text/html"] {
+        let r = http
+            .get(server.url("/api/poll"))
+            .header("x-participant-id", "p1")
+            .header("accept", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.headers()["ratelimit-limit"],
+            "3",
+            "{accept}: the guard's limit"
+        );
+        assert_eq!(r.headers()["ratelimit-remaining"], "0", "{accept}");
+    }
 }
 
 #[tokio::test]
