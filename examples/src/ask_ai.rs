@@ -235,22 +235,22 @@ pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
     Ok(Router::new()
         .route(
             "/orgs/{org}/repos/lookup",
-            get(|| async { "{\"repos\":[]}" }).layer(signed_in(&limits.github)?),
+            get(|| async { "{\"repos\":[]}" }).route_layer(signed_in(&limits.github)?),
         )
         .route(
             "/orgs/{org}/docs-runs",
-            post(|| async { "{\"started\":true}" }).layer(signed_in(&limits.docs_run)?),
+            post(|| async { "{\"started\":true}" }).route_layer(signed_in(&limits.docs_run)?),
         )
         .route(
             "/orgs/{org}/page-retries",
-            post(|| async { "{\"retried\":true}" }).layer(signed_in(&limits.page_retry)?),
+            post(|| async { "{\"retried\":true}" }).route_layer(signed_in(&limits.page_retry)?),
         )
         .route(
             "/orgs/{org}/publishes",
-            post(|| async { "{\"published\":true}" }).layer(signed_in(&limits.publish)?),
+            post(|| async { "{\"published\":true}" }).route_layer(signed_in(&limits.publish)?),
         )
         .route("/orgs/{org}/push", post(push))
-        .route("/projects/{project}/ask", post(ask).layer(ask_layer))
+        .route("/projects/{project}/ask", post(ask).route_layer(ask_layer))
         .route("/webhooks/github", post(github_webhook))
         .with_state(state))
 }

@@ -96,8 +96,11 @@ pub fn app(store: &EdgeStore) -> Result<Router, ConfigError> {
         .on_store_error(FailurePolicy::Memory),
     );
     Ok(Router::new()
-        .route("/api/items", get(|| async { "[]" }).layer(per_address))
-        .route("/api/me", get(|| async { "{}" }).layer(per_user)))
+        .route(
+            "/api/items",
+            get(|| async { "[]" }).route_layer(per_address),
+        )
+        .route("/api/me", get(|| async { "{}" }).route_layer(per_user)))
 }
 
 /// Serves `app` on `listener`.

@@ -136,31 +136,31 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
     Ok(Router::new()
         .route(
             "/products/{code}",
-            get(|| async { "{\"name\":\"oat milk\"}" }).layer(products),
+            get(|| async { "{\"name\":\"oat milk\"}" }).route_layer(products),
         )
         .route(
             "/search",
-            get(|| async { "{\"results\":[]}" }).layer(search),
+            get(|| async { "{\"results\":[]}" }).route_layer(search),
         )
         .route(
             "/taxonomy",
-            get(|| async { "{\"ingredients\":[]}" }).layer(taxonomy),
+            get(|| async { "{\"ingredients\":[]}" }).route_layer(taxonomy),
         )
         .route(
             "/captures",
-            post(|| async { "{\"text\":\"oats, water\"}" }).layer(captures),
+            post(|| async { "{\"text\":\"oats, water\"}" }).route_layer(captures),
         )
         .route(
             "/contributions",
-            post(|| async { "{\"saved\":true}" }).layer(contributions),
+            post(|| async { "{\"saved\":true}" }).route_layer(contributions),
         )
         .route(
             "/support",
-            post(|| async { "{\"ticket\":1}" }).layer(support),
+            post(|| async { "{\"ticket\":1}" }).route_layer(support),
         )
         .route(
             "/webhooks/billing",
-            post(|| async { "{\"ok\":true}" }).layer(webhooks),
+            post(|| async { "{\"ok\":true}" }).route_layer(webhooks),
         )
         .route("/curation/suggest", post(curate))
         .route("/curation/classify", post(curate))

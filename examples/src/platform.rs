@@ -132,11 +132,11 @@ pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
         .route("/login", post(login))
         .route(
             "/api/v1/things",
-            get(|| async { "{\"things\":[]}" }).layer(api_keys),
+            get(|| async { "{\"things\":[]}" }).route_layer(api_keys),
         )
         .route(
             "/messenger/{source}/{channel}",
-            post(|| async { "{\"ok\":true}" }).layer(messenger),
+            post(|| async { "{\"ok\":true}" }).route_layer(messenger),
         )
         .with_state(state))
 }

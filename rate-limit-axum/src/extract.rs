@@ -24,7 +24,7 @@ pub fn client_ip() -> ClientIp {
 /// A path parameter by name (`{game}` in `/api/games/{game}/poll`) as the principal.
 ///
 /// It reads the route template from axum's `MatchedPath`, which exists once the router has
-/// matched: use it in a `route_layer` or a `MethodRouter::layer`, not in `Router::layer`
+/// matched: use it in a `route_layer` (of a `Router` or a `MethodRouter`), not in `Router::layer`
 /// (that would be a setup error: 500).
 #[derive(Debug, Clone)]
 pub struct PathParam {
@@ -46,7 +46,7 @@ impl PathParam {
         let Some(matched) = parts.extensions.get::<MatchedPath>() else {
             return Err(Rejection::misconfigured(
                 "server.no_matched_path",
-                "a path-parameter limit must be applied with route_layer or MethodRouter::layer",
+                "a path-parameter limit must be applied with route_layer",
             ));
         };
         let template: Vec<&str> = matched.as_str().split('/').collect();
@@ -105,7 +105,7 @@ impl KeyExtractor for PathParam {
 }
 
 /// The matched route template (`/api/games/{game}/poll`) as the principal: one budget per
-/// route, whoever calls it. Use it in a `route_layer` or `MethodRouter::layer`.
+/// route, whoever calls it. Use it in a `route_layer`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RouteTemplate;
 
@@ -114,7 +114,7 @@ impl KeyExtractor for RouteTemplate {
         let matched = parts.extensions.get::<MatchedPath>().ok_or_else(|| {
             Rejection::misconfigured(
                 "server.no_matched_path",
-                "a route-template limit must be applied with route_layer or MethodRouter::layer",
+                "a route-template limit must be applied with route_layer",
             )
         })?;
         let kind = PrincipalKind::custom("route").unwrap_or(PrincipalKind::Global);

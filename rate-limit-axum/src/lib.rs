@@ -7,10 +7,14 @@
 //!
 //! # Where a layer goes
 //!
-//! - `Router::layer`: a global guard; it sees every request, before routing.
+//! - `Router::layer`: a global guard; it sees every request, before routing, including
+//!   those answered 404 or 405 (a bot guard should count those).
 //! - `Router::route_layer`: the routes added so far; it runs after routing, so
 //!   [`PathParam`] and [`RouteTemplate`] work there.
-//! - `MethodRouter::layer`: one route (and method).
+//! - `MethodRouter::route_layer`: one route's methods. **Use this for a route's limits, not
+//!   `MethodRouter::layer`**: `layer` also wraps the route's 405 fallback, so requests
+//!   with a wrong method (`GET` on a `POST` route) would spend the route's budget and then
+//!   be answered 429 instead of 405.
 //!
 //! All three at once, with the route's rules inside the global guard:
 //!
@@ -40,7 +44,7 @@
 //!     .on_store_error(FailurePolicy::Open),
 //! );
 //! let app: Router = Router::new()
-//!     .route("/api/games/{game}/answers", post(|| async { "ok" }).layer(answers))
+//!     .route("/api/games/{game}/answers", post(|| async { "ok" }).route_layer(answers))
 //!     .route("/api/games/{game}/state", get(|| async { "{}" }))
 //!     .route_layer(per_game)
 //!     .route("/healthz", get(|| async { "ok" }))

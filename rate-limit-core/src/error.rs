@@ -38,6 +38,10 @@ pub enum ConfigErrorKind {
     ConfigInvalid,
     /// A [`HashKey`](crate::HashKey) shorter than 16 bytes.
     HashKeyInvalid,
+    /// A page to redirect refused browsers to that is not a valid `Location` value.
+    RedirectInvalid,
+    /// A network prefix length beyond the address (over 32 for IPv4, 128 for IPv6).
+    PrefixInvalid,
 }
 
 impl ConfigErrorKind {
@@ -60,6 +64,8 @@ impl ConfigErrorKind {
             Self::AlgorithmInvalid => "limit.algorithm_invalid",
             Self::ConfigInvalid => "config.invalid",
             Self::HashKeyInvalid => "principal.hash_key_invalid",
+            Self::RedirectInvalid => "answer.redirect_invalid",
+            Self::PrefixInvalid => "ip.prefix_invalid",
         }
     }
 }
@@ -82,7 +88,9 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub(crate) fn new(
+    /// An error of `kind` about `field`, with a sentence for the operator (never a
+    /// secret or client input). For the crates built on this one, and your own stores.
+    pub fn new(
         kind: ConfigErrorKind,
         field: impl Into<Cow<'static, str>>,
         detail: impl Into<String>,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response};
-use rate_limit_core::{Answer, Chain};
+use rate_limit_core::{Answer, Chain, ConfigError, ConfigErrorKind};
 
 use crate::headers::{self, HeaderStyle, RateLimitInfo};
 use crate::metrics;
@@ -23,12 +23,31 @@ pub enum Verdict {
 
 /// How refusals and headers are written: header style, the 429 body, shadow mode, and
 /// the page browsers are sent to.
+///
+/// One value, given to every layer ([`RateLimitLayer::answering`](crate::RateLimitLayer::answering))
+/// and to the axum crate's in-handler limiter, so they all answer alike.
+///
+/// ```
+/// use rate_limit_tower::{Answering, HeaderStyle, RateLimitLayer};
+///
+/// let answering = Answering::new()
+///     .headers(HeaderStyle::Ietf)
+///     .redirect_browsers("/too-many-requests")?;
+/// let layer = RateLimitLayer::in_memory().answering(answering.clone());
+/// # let _ = layer;
+/// // A Location must be a valid header value: a stable error code, not a panic.
+/// let err = Answering::new().redirect_browsers("/bad\npage").unwrap_err();
+/// assert_eq!(err.code(), "answer.redirect_invalid");
+/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// ```
 #[derive(Clone)]
 pub struct Answering {
     pub(crate) style: HeaderStyle,
     pub(crate) responder: Arc<dyn Responder>,
     pub(crate) shadow: bool,
     pub(crate) redirect: Option<HeaderValue>,
+    /// The redirect target's path, exempt from every layer that answers this way.
+    pub(crate) redirect_path: Option<String>,
 }
 
 impl fmt::Debug for Answering {
@@ -48,6 +67,7 @@ impl Default for Answering {
             responder: Arc::new(JsonResponder),
             shadow: false,
             redirect: None,
+            redirect_path: None,
         }
     }
 }
@@ -79,18 +99,36 @@ impl Answering {
         self
     }
 
-    /// Sends a refused request whose `Accept` includes `text/html` to this page with 303
-    /// (exempt the page from every limit, or a browser loops).
-    ///
-    /// # Panics
-    ///
-    /// If `path` is not a valid header value (it is a path you write in code).
-    #[must_use]
-    pub fn redirect_browsers(mut self, path: &str) -> Self {
-        let location = HeaderValue::from_str(path)
-            .unwrap_or_else(|_| panic!("redirect_browsers: {path:?} is not a valid Location"));
+    /// Sends a refused request whose `Accept` includes `text/html` to this page with 303.
+    /// Every layer answering this way exempts the page, so a refused browser never loops
+    /// (exempt it from limits applied elsewhere too). `answer.redirect_invalid` for a path
+    /// that is not a valid `Location` value.
+    pub fn redirect_browsers(mut self, path: &str) -> Result<Self, ConfigError> {
+        let location = HeaderValue::from_str(path).map_err(|_| {
+            ConfigError::new(
+                ConfigErrorKind::RedirectInvalid,
+                "redirect_browsers",
+                "the page must be a valid Location header value (visible ASCII)",
+            )
+        })?;
         self.redirect = Some(location);
-        self
+        self.redirect_path = Some(path.split(['?', '#']).next().unwrap_or(path).to_owned());
+        Ok(self)
+    }
+
+    /// The header style.
+    pub fn header_style(&self) -> HeaderStyle {
+        self.style
+    }
+
+    /// Whether shadow mode is on.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// The page refused browsers are sent to, if any.
+    pub fn redirect(&self) -> Option<&str> {
+        self.redirect_path.as_deref()
     }
 
     /// The answer for `chain`, whose limits name the policies in the headers.

@@ -3,13 +3,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use http::HeaderValue;
 use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Limiter, MemoryStore};
 use tower_layer::Layer;
 
 use crate::answer::Answering;
-use crate::headers::HeaderStyle;
-use crate::response::Responder;
 use crate::rule::Rule;
 use crate::service::RateLimit;
 
@@ -19,7 +16,7 @@ use crate::service::RateLimit;
 ///
 /// ```
 /// use rate_limit_core::{FailurePolicy, Limit};
-/// use rate_limit_tower::{RateLimitLayer, Rule};
+/// use rate_limit_tower::{Answering, RateLimitLayer, Rule};
 /// use rate_limit_tower::extract::ClientIp;
 /// use std::time::Duration;
 ///
@@ -29,7 +26,7 @@ use crate::service::RateLimit;
 ///             .on_store_error(FailurePolicy::Memory),
 ///     )
 ///     .exempt("/healthz")
-///     .redirect_browsers("/too-many-requests");
+///     .answering(Answering::new().redirect_browsers("/too-many-requests")?);
 /// # let _ = guard;
 /// # Ok::<(), rate_limit_core::ConfigError>(())
 /// ```
@@ -144,42 +141,17 @@ impl RateLimitLayer {
         self.edit(|s| s.prefixes.push(prefix.into()))
     }
 
-    /// Sends a refused request whose `Accept` includes `text/html` to this page with 303.
-    /// The page is exempt from this layer, so a refused browser can never loop.
-    ///
-    /// # Panics
-    ///
-    /// If `path` is not a valid header value (it is a path you write in code).
-    pub fn redirect_browsers(self, path: &str) -> Self {
-        let location = HeaderValue::from_str(path)
-            .unwrap_or_else(|_| panic!("redirect_browsers: {path:?} is not a valid Location"));
-        let path = path.split(['?', '#']).next().unwrap_or(path).to_owned();
-        self.edit(|s| {
-            s.answering.redirect = Some(location);
-            s.exact.push(path);
-        })
-    }
-
-    /// Which rate-limit headers to send (default [`HeaderStyle::Both`]).
-    pub fn headers(self, style: HeaderStyle) -> Self {
-        self.edit(|s| s.answering.style = style)
-    }
-
-    /// Shadow mode: count and log what would be refused, let it through, still send the
-    /// headers. For trying a limit in production before enforcing it.
-    pub fn shadow(self, on: bool) -> Self {
-        self.edit(|s| s.answering.shadow = on)
+    /// How refusals and headers are written: header style, the 429 body, shadow mode,
+    /// the page browsers are sent to (default [`Answering::new`]). The page is exempt from
+    /// this layer, so a refused browser can never loop.
+    pub fn answering(self, answering: Answering) -> Self {
+        self.edit(|s| s.answering = answering)
     }
 
     /// Whether CORS preflights (`OPTIONS` with `Access-Control-Request-Method`) are limited
     /// too (default: they pass untouched).
     pub fn limit_preflights(self, on: bool) -> Self {
         self.edit(|s| s.limit_preflights = on)
-    }
-
-    /// Replaces the 429 body writer.
-    pub fn with_responder(self, responder: impl Responder) -> Self {
-        self.edit(|s| s.answering.responder = Arc::new(responder))
     }
 
     /// The limiter (store, timeout, fallback) this layer counts with.

@@ -8,7 +8,7 @@
 //!   the limit closest to exhaustion and the IETF `RateLimit-Policy` / `RateLimit` fields.
 //! - **Refused**: `429` with `Retry-After` in whole seconds (never 0) and the same headers,
 //!   JSON `{"error": ...}` by default ([`Responder`] is pluggable); or `303` to a friendly
-//!   page for a browser ([`RateLimitLayer::redirect_browsers`]), a page the layer exempts.
+//!   page for a browser ([`Answering::redirect_browsers`]), a page the layer exempts.
 //! - **Store down**: each rule's [`FailurePolicy`](rate_limit_core::FailurePolicy)
 //!   decides — `503` with `Retry-After` (closed, the default), counting in process memory,
 //!   or letting the request through (open). When one chain mixes policies, the strictest

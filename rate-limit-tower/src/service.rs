@@ -66,6 +66,7 @@ impl Shared {
     fn passes(&self, method: &Method, path: &str, headers: &HeaderMap) -> bool {
         self.rules.is_empty()
             || self.exact.iter().any(|p| p == path)
+            || self.answering.redirect_path.as_deref() == Some(path)
             || self.prefixes.iter().any(|p| path.starts_with(p.as_str()))
             || (!self.limit_preflights
                 && method == Method::OPTIONS

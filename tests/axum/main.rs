@@ -38,7 +38,10 @@ async fn path_params_route_templates_and_the_peer_key_requests() {
     let app = Router::new()
         .route("/reports/{id}", get(|| async { "report" }))
         .route_layer(per_route)
-        .route("/games/{game}", get(|| async { "game" }).layer(per_game))
+        .route(
+            "/games/{game}",
+            get(|| async { "game" }).route_layer(per_game),
+        )
         .layer(per_ip);
     let server = Server::start(app).await.unwrap();
     let http = client();

@@ -62,3 +62,9 @@ pub fn client() -> reqwest::Client {
         .build()
         .expect("a plain HTTP client builds")
 }
+
+/// The README's Rust blocks, compiled and run as doctests (`cargo test --workspace` runs
+/// them with this crate's dependencies: every crate of the family, axum, tokio).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

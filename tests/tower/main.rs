@@ -10,7 +10,7 @@ use axum::routing::get;
 use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
 use rate_limit_tests::{Server, client, connect_info_peer};
 use rate_limit_tower::extract::{ClientIp, HeaderKey};
-use rate_limit_tower::{EXPOSED_HEADERS, RateLimitLayer, Rule};
+use rate_limit_tower::{Answering, EXPOSED_HEADERS, RateLimitLayer, Rule};
 use reqwest::StatusCode;
 use tower_http::cors::{Any, CorsLayer};
 
@@ -18,6 +18,9 @@ const PAGE: &str = "<!doctype html><title>Slow down</title><p>Too many requests.
 
 fn app(global_quota: u64, poll_quota: u64) -> Router {
     let minute = Duration::from_secs(60);
+    let answering = Answering::new()
+        .redirect_browsers("/too-many-requests")
+        .unwrap();
     let global = RateLimitLayer::in_memory()
         .rule(
             Rule::new(
@@ -27,19 +30,17 @@ fn app(global_quota: u64, poll_quota: u64) -> Router {
             .on_store_error(FailurePolicy::Memory),
         )
         .exempt("/healthz")
-        .redirect_browsers("/too-many-requests");
-    let poll = RateLimitLayer::in_memory()
-        .redirect_browsers("/too-many-requests")
-        .rule(
-            Rule::new(
-                Limit::sliding_window("poll", poll_quota, minute).unwrap(),
-                HeaderKey::new(
-                    "x-participant-id".parse().unwrap(),
-                    PrincipalKind::Participant,
-                ),
-            )
-            .on_store_error(FailurePolicy::Open),
-        );
+        .answering(answering.clone());
+    let poll = RateLimitLayer::in_memory().answering(answering).rule(
+        Rule::new(
+            Limit::sliding_window("poll", poll_quota, minute).unwrap(),
+            HeaderKey::new(
+                "x-participant-id".parse().unwrap(),
+                PrincipalKind::Participant,
+            ),
+        )
+        .on_store_error(FailurePolicy::Open),
+    );
     Router::new()
         .route(
             "/api/poll",

@@ -161,7 +161,9 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         .source(ForwardedSource::XForwardedFor);
     // Every layer and the handlers count in one store through one limiter (one cool-down,
     // one log line per outage).
-    let layer = || RateLimitLayer::new(store.clone()).redirect_browsers(LIMITED_PAGE);
+    // One way of answering for every layer and the handlers: 303 to the page for browsers.
+    let answering = rate_limit_tower::Answering::new().redirect_browsers(LIMITED_PAGE)?;
+    let layer = || RateLimitLayer::new(store.clone()).answering(answering.clone());
 
     let global = layer()
         .rule(
@@ -203,9 +205,8 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
     );
 
     let state = AppState {
-        // Refusals inside handlers answer like the layers: 303 to the page for browsers.
-        limiter: HandlerLimiter::new(store.clone())
-            .answering(rate_limit_tower::Answering::new().redirect_browsers(LIMITED_PAGE)),
+        // Refusals inside handlers answer like the layers.
+        limiter: HandlerLimiter::new(store.clone()).answering(answering.clone()),
         store,
         limits,
         client,

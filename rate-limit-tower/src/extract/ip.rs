@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use http::request::Parts;
 use http::{Extensions, HeaderName};
 use ipnet::IpNet;
-use rate_limit_core::Principal;
+use rate_limit_core::{ConfigError, ConfigErrorKind, Principal};
 
 use super::{KeyExtractor, Rejection};
 
@@ -27,6 +27,14 @@ pub enum ForwardedSource {
     /// (a proxy that sets `X-Real-IP` on some paths and appends to the list on others).
     HeaderThenXForwardedFor(HeaderName),
 }
+
+/// What a route keyed on the client IP without a peer address says: in the 500's body (a
+/// developer trying the route sees it without a log subscriber) and, once, in the log.
+const PEER_MISSING: &str = "rate limiting by client IP found no peer address in the request. \
+    With axum, use rate_limit_axum::client_ip() instead of ClientIp::new() (it reads \
+    ConnectInfo<SocketAddr>) and serve with into_make_service_with_connect_info::<SocketAddr>(). \
+    With hyper or tower, insert the connection's SocketAddr as a request extension \
+    (or set ClientIp::peer_source).";
 
 type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
 
@@ -121,6 +129,21 @@ fn parse_hop(raw: &str) -> Option<IpAddr> {
         .map(canonical)
 }
 
+fn prefix(len: u8, max: u8) -> Result<u8, ConfigError> {
+    if len > max {
+        return Err(ConfigError::new(
+            ConfigErrorKind::PrefixInvalid,
+            if max == 32 {
+                "ipv4_prefix"
+            } else {
+                "ipv6_prefix"
+            },
+            format!("a prefix length is 0 to {max}"),
+        ));
+    }
+    Ok(len)
+}
+
 impl ClientIp {
     /// The TCP peer; no proxy trusted; IPv6 by /64.
     pub fn new() -> Self {
@@ -149,18 +172,18 @@ impl ClientIp {
         self
     }
 
-    /// The IPv6 prefix one client is taken to own (default 64; clamped to 128).
-    #[must_use]
-    pub fn ipv6_prefix(mut self, len: u8) -> Self {
-        self.v6_prefix = len.min(128);
-        self
+    /// The IPv6 prefix one client is taken to own (default 64); `ip.prefix_invalid`
+    /// above 128.
+    pub fn ipv6_prefix(mut self, len: u8) -> Result<Self, ConfigError> {
+        self.v6_prefix = prefix(len, 128)?;
+        Ok(self)
     }
 
-    /// The IPv4 prefix one client is taken to own (default 32; clamped to 32).
-    #[must_use]
-    pub fn ipv4_prefix(mut self, len: u8) -> Self {
-        self.v4_prefix = len.min(32);
-        self
+    /// The IPv4 prefix one client is taken to own (default 32); `ip.prefix_invalid`
+    /// above 32.
+    pub fn ipv4_prefix(mut self, len: u8) -> Result<Self, ConfigError> {
+        self.v4_prefix = prefix(len, 32)?;
+        Ok(self)
     }
 
     /// Where the TCP peer's address is found (default: a `SocketAddr` or `IpAddr` request
@@ -182,15 +205,11 @@ impl ClientIp {
     pub fn resolve(&self, parts: &Parts) -> Result<IpAddr, Rejection> {
         let Some(peer) = (self.peer)(&parts.extensions).map(canonical) else {
             if !self.warned_peer.swap(true, Ordering::Relaxed) {
-                tracing::error!(
-                    name: "rate_limit.peer_missing",
-                    "a rule keys on the client IP but the request carries no peer address; \
-                     serve with connect info (axum: into_make_service_with_connect_info)"
-                );
+                tracing::error!(name: "rate_limit.peer_missing", "{PEER_MISSING}");
             }
             return Err(Rejection::misconfigured(
                 "server.peer_missing",
-                "the server cannot tell the client's address",
+                PEER_MISSING,
             ));
         };
         if self.trusted.is_empty() || !self.is_trusted(peer) {

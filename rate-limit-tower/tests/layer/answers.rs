@@ -3,7 +3,7 @@
 use http::StatusCode;
 use rate_limit_core::{ChainMode, Outcome};
 use rate_limit_tower::extract::Global;
-use rate_limit_tower::{HeaderStyle, RateLimitLayer, Rule};
+use rate_limit_tower::{Answering, HeaderStyle, RateLimitLayer, Rule};
 use tower::Layer;
 
 use crate::support::*;
@@ -126,7 +126,9 @@ async fn header_styles() {
         (HeaderStyle::None, false, false),
     ] {
         let (layer, _) = fresh();
-        let layer = layer.rule(Rule::new(minute("s", 1), Global)).headers(style);
+        let layer = layer
+            .rule(Rule::new(minute("s", 1), Global))
+            .answering(Answering::new().headers(style));
         let svc = app(&layer);
         for expected in [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS] {
             let r = send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
@@ -147,7 +149,7 @@ async fn shadow_mode_lets_through_and_still_tells() {
     let (layer, _) = fresh();
     let layer = layer
         .rule(Rule::new(minute("trial", 1), Global))
-        .shadow(true);
+        .answering(Answering::new().shadow(true));
     let svc = app(&layer);
     send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
     let r = send(svc, from("1.2.3.4:5").body(empty()).unwrap()).await;

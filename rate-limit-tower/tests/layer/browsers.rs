@@ -1,17 +1,19 @@
 //! Browsers, exempt paths, preflights and CORS exposure.
 
 use http::{Method, StatusCode};
-use rate_limit_tower::Rule;
 use rate_limit_tower::extract::Global;
+use rate_limit_tower::{Answering, Rule};
 
 use crate::support::*;
 
 #[tokio::test]
 async fn a_limited_browser_is_sent_to_the_page_which_is_never_limited() {
     let (layer, _) = fresh();
-    let layer = layer
-        .rule(Rule::new(minute("g", 1), Global))
-        .redirect_browsers("/too-many-requests");
+    let layer = layer.rule(Rule::new(minute("g", 1), Global)).answering(
+        Answering::new()
+            .redirect_browsers("/too-many-requests")
+            .unwrap(),
+    );
     let svc = app(&layer);
     let page = |path: &str| {
         from("1.2.3.4:5")

@@ -139,6 +139,14 @@ async fn no_peer_where_the_ip_is_needed_is_the_operators_500() {
     let r = send(svc, Request::builder().uri("/").body(empty()).unwrap()).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(r.body.contains("server.peer_missing"));
+    // It says exactly what to use, for axum and for plain hyper/tower.
+    assert!(
+        r.body.contains("rate_limit_axum::client_ip()"),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains("into_make_service_with_connect_info"));
+    assert!(r.body.contains("SocketAddr as a request extension"));
 }
 
 #[tokio::test]

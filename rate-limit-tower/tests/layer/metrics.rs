@@ -7,7 +7,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rate_limit_core::testing::{FaultyStore, Mode};
 use rate_limit_core::{AnyStore, BoxStore, FailurePolicy, Limiter, StoreErrorKind};
 use rate_limit_tower::extract::Global;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use rate_limit_tower::{Answering, RateLimitLayer, Rule};
 
 use crate::support::*;
 
@@ -63,7 +63,7 @@ async fn allowed_limited_and_shadowed_are_counted_per_limit() {
     let (layer, _) = fresh();
     let svc = app(&layer
         .rule(Rule::new(minute("metrics-s", 1), Global))
-        .shadow(true));
+        .answering(Answering::new().shadow(true)));
     for _ in 0..3 {
         send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
     }
