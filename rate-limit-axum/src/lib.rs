@@ -52,6 +52,8 @@
 //! # let _ = app; Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod extract;
 mod handler;
 

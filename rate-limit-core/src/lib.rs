@@ -25,6 +25,7 @@
 //! ```
 //!
 #![doc = include_str!("../ALGORITHMS.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod adaptive;
 mod algorithm;
@@ -32,6 +33,7 @@ mod budget;
 mod chain;
 mod clock;
 #[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
 mod decision;
 mod error;
@@ -41,6 +43,7 @@ pub mod limiter;
 mod principal;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod testing;
 
 pub use adaptive::{Adaptive, Aimd, Pace};
@@ -58,5 +61,6 @@ pub use principal::{
     HashKey, MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, MIN_HASH_KEY_LEN, Principal, PrincipalKind,
 };
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::RedisStore;
 pub use store::{AnyStore, BoxStore, Dedupe, MemoryStore, Store, StoreError, StoreErrorKind};

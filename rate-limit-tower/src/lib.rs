@@ -48,6 +48,8 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod answer;
 mod body;
 pub mod extract;

@@ -60,6 +60,24 @@ impl<S> RateLimit<S> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// A layer counting in `store` (see [`RateLimitLayer::new`](crate::RateLimitLayer::new)),
+    /// as tower-http's services offer.
+    pub fn layer(
+        store: impl Into<rate_limit_core::Limiter<rate_limit_core::AnyStore>>,
+    ) -> crate::RateLimitLayer {
+        crate::RateLimitLayer::new(store)
+    }
 }
 
 impl Shared {

@@ -1,6 +1,6 @@
 //! food-api: two keys per route, per-route failure policies, a shared model budget.
 
-use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, Store};
+use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind, Store};
 use rate_limit_examples::food_api::{app_with_store, model_budget, resolve_ingredients};
 use rate_limit_tests::redis::{RedisServer, down_store};
 use rate_limit_tests::{Server, client};
@@ -49,7 +49,7 @@ async fn table(store: AnyStore) {
         Limit::fixed_window("captures-day", 100, std::time::Duration::from_secs(86_400)).unwrap();
     assert_eq!(
         store
-            .peek(&day.key(Principal::user("ann")))
+            .peek(&day.key(Principal::personal(PrincipalKind::User, "ann")))
             .await
             .unwrap()
             .remaining(),

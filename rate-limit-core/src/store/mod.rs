@@ -16,6 +16,7 @@ mod dedupe;
 mod error;
 pub mod memory;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 
 #[cfg(feature = "redis")]
@@ -166,6 +167,7 @@ pub enum AnyStore {
     Memory(MemoryStore),
     /// The Redis store (feature `redis`).
     #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     Redis(RedisStore),
     /// Any other store.
     Boxed(BoxStore),

@@ -8,5 +8,6 @@ mod failures;
 mod logs;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod mock;
 mod spoofing;
 mod support;

@@ -335,6 +335,7 @@ impl RedisStore {
 
     /// A store for a Redis Cluster, from some of its nodes' URLs (feature `cluster`).
     #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster_builder<I, S>(nodes: I) -> RedisStoreBuilder
     where
         I: IntoIterator<Item = S>,
