@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::{
-    AnyStore, ConfigError, Limit, Limiter, MemoryStore, PrincipalKind, RedisStore,
-};
+use rate_limit_core::{ConfigError, Limit, PrincipalKind};
 use rate_limit_tower::extract::HeaderKey;
 use rate_limit_tower::{RateLimitLayer, Rule};
 
@@ -76,11 +74,8 @@ impl BenchConfig {
 
 /// The limited app.
 pub fn app(cfg: &BenchConfig) -> Result<Router, ConfigError> {
-    let store = match &cfg.redis_url {
-        Some(url) => AnyStore::Redis(RedisStore::builder(url.clone()).build()?),
-        None => AnyStore::Memory(MemoryStore::new()),
-    };
-    let layer = RateLimitLayer::new(Limiter::new(store)).rule(Rule::new(
+    let store = crate::store_for(cfg.redis_url.as_deref())?;
+    let layer = RateLimitLayer::new(store).rule(Rule::new(
         cfg.limit()?,
         HeaderKey::new(
             http::HeaderName::from_static("x-key"),

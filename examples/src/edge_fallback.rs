@@ -82,6 +82,7 @@ impl EdgeStore {
 /// The example's router.
 pub fn app(store: &EdgeStore) -> Result<Router, ConfigError> {
     let (store, name) = store.build()?;
+    crate::announce(&store);
     let limiter = Limiter::builder(store).name(name).build()?;
     let minute = Duration::from_secs(60);
     let per_address = RateLimitLayer::new(limiter.clone()).rule(

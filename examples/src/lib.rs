@@ -12,10 +12,24 @@ pub mod simulate;
 use rate_limit_core::{AnyStore, ConfigError, MemoryStore, RedisStore};
 
 /// The store the examples count in: Redis when `REDIS_URL` is set (connected lazily, so a
-/// server starts while Redis is down), process memory otherwise.
+/// server starts while Redis is down), process memory otherwise. Announced.
 pub fn store_from_env() -> Result<AnyStore, ConfigError> {
-    Ok(match std::env::var("REDIS_URL") {
-        Ok(url) if !url.trim().is_empty() => AnyStore::Redis(RedisStore::builder(url).build()?),
+    let url = std::env::var("REDIS_URL").ok();
+    store_for(url.as_deref())
+}
+
+/// The store for an optional Redis URL (blank: memory), announced with [`announce`].
+pub fn store_for(redis_url: Option<&str>) -> Result<AnyStore, ConfigError> {
+    let store = match redis_url {
+        Some(url) if !url.trim().is_empty() => AnyStore::Redis(RedisStore::builder(url).build()?),
         _ => AnyStore::Memory(MemoryStore::new()),
-    })
+    };
+    announce(&store);
+    Ok(store)
+}
+
+/// Says where a server counts (`memory`, `redis host:port`, `redis-cluster …`), never with a
+/// password: a `rate_limit.example.store` event, which the example binaries print.
+pub fn announce(store: &AnyStore) {
+    tracing::info!(name: "rate_limit.example.store", store = %store.describe(), "counting in {}", store.describe());
 }

@@ -147,6 +147,7 @@ pub fn app(cfg: &QuizConfig) -> Result<Router, ConfigError> {
         Some(url) => AnyStore::Redis(RedisStore::builder(url.clone()).build()?),
         None => AnyStore::Memory(MemoryStore::new()),
     };
+    crate::announce(&store);
     app_with_store(cfg, store)
 }
 

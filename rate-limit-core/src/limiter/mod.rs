@@ -5,7 +5,7 @@
 //!
 //! - **Timeout** (default 500 ms): a store call not answered in time is a failure and is
 //!   not waited for.
-//! - **Retries** (R13): at most 2, 100 ms apart, inside the time budget, and only when the
+//! - **Retries**: at most 2, 100 ms apart, inside the time budget, and only when the
 //!   command surely did not run ([`StoreErrorKind::is_retryable`](crate::StoreErrorKind::is_retryable)). A timeout or a broken
 //!   connection after the command was sent may have counted the request already; it goes
 //!   to the failure policy instead of being replayed.
@@ -382,7 +382,7 @@ impl<S: Store> Limiter<S> {
         ))
     }
 
-    /// One store call inside the time budget, with the retries R13 allows.
+    /// One store call inside the time budget, with the retries the module docs allow.
     async fn call<T, F, Fut>(&self, mut attempt: F) -> Result<T, FailureReason>
     where
         F: FnMut() -> Fut,

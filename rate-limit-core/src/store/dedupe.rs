@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{AnyStore, StoreError, StoreErrorKind};
 
-/// Remembers delivery ids, so a webhook delivered twice is processed once (R18).
+/// Remembers delivery ids, so a webhook delivered twice is processed once.
 ///
 /// ```
 /// use rate_limit_core::{Dedupe, MemoryStore};

@@ -27,7 +27,7 @@
 //! - **Connections**: a multiplexed connection (`ConnectionManager`) or the async cluster
 //!   client, connected lazily: the process starts while Redis is down, checks fail (and
 //!   each rule's policy applies) until Redis appears, then work without a restart. The
-//!   clients' own command retries are off (R13): the [`Limiter`](crate::Limiter)
+//!   clients' own command retries are off: the [`Limiter`](crate::Limiter)
 //!   retries only what surely did not run.
 //! - **Corrupt state** (not numbers, another type) counts as no state and is replaced.
 //!
@@ -219,7 +219,7 @@ fn url_error(e: &RedisError) -> ConfigError {
     )
 }
 
-/// What an error means for a retry (R13).
+/// What an error means for a retry (see the limiter's retries).
 fn classify(e: &RedisError) -> StoreErrorKind {
     use redis::{ErrorKind, ServerErrorKind};
     if e.is_connection_refusal() {
