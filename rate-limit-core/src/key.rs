@@ -107,6 +107,13 @@ impl Key {
     }
 }
 
+impl Limit {
+    /// The key of `principal` under this limit.
+    pub fn key(&self, principal: Principal) -> Key {
+        Key::new(self.clone(), principal)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,7 @@ mod error;
 mod key;
 mod limit;
 pub mod limiter;
+mod name;
 mod principal;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
@@ -53,10 +54,9 @@ pub use clock::{Clock, FakeClock, SystemClock, TokioClock};
 pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use key::Key;
-pub use limit::{
-    AlgorithmKind, Limit, MAX_NAME_LEN, MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW, validate_name,
-};
+pub use limit::{AlgorithmKind, Limit, MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW};
 pub use limiter::{Answer, FailurePolicy, FailureReason, Limiter, LimiterBuilder};
+pub use name::{MAX_NAME_LEN, validate_name};
 pub use principal::{
     HashKey, MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, MIN_HASH_KEY_LEN, Principal, PrincipalKind,
 };

@@ -32,7 +32,7 @@ use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::limit::is_name_byte;
+use crate::name::is_name_byte;
 
 /// The longest literal value part, in bytes; longer parts are hashed.
 pub const MAX_LITERAL_LEN: usize = 64;

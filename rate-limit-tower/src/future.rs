@@ -14,10 +14,9 @@ use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::headers::RateLimitInfo;
-use crate::layer::Shared;
 #[cfg(feature = "metrics")]
 use crate::metrics;
-use crate::service::{Ctx, Next};
+use crate::shared::{Ctx, Next, Shared};
 
 /// The store call of one request (boxed: its type cannot be named).
 pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Answer> + Send>>);

@@ -9,6 +9,7 @@ use tower_layer::Layer;
 use crate::answer::Answering;
 use crate::rule::Rule;
 use crate::service::RateLimit;
+use crate::shared::Shared;
 
 /// Applies an ordered chain of [`Rule`]s to every request, in one store call.
 ///
@@ -34,19 +35,6 @@ use crate::service::RateLimit;
 #[must_use]
 pub struct RateLimitLayer {
     pub(crate) shared: Arc<Shared>,
-}
-
-#[derive(Clone)]
-pub(crate) struct Shared {
-    pub(crate) limiter: Limiter<AnyStore>,
-    pub(crate) rules: Vec<Rule>,
-    pub(crate) names: Vec<Arc<str>>,
-    pub(crate) policy: FailurePolicy,
-    pub(crate) mode: ChainMode,
-    pub(crate) exact: Vec<String>,
-    pub(crate) prefixes: Vec<String>,
-    pub(crate) limit_preflights: bool,
-    pub(crate) answering: Answering,
 }
 
 impl fmt::Debug for RateLimitLayer {

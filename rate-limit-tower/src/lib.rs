@@ -60,6 +60,7 @@ mod metrics;
 mod response;
 mod rule;
 mod service;
+mod shared;
 
 pub use answer::{Answering, Verdict, accepts_html};
 pub use body::ResponseBody;

@@ -4,17 +4,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{ACCESS_CONTROL_REQUEST_METHOD, ORIGIN};
-use http::{HeaderMap, Method, Request, Response};
-use rate_limit_core::{Answer, Chain, Check};
+use http::header::ORIGIN;
+use http::{Request, Response};
+use rate_limit_core::{Chain, Check};
 use tower_service::Service;
 
-use crate::answer::{Verdict, accepts_html};
+use crate::answer::accepts_html;
 use crate::body::ResponseBody;
 use crate::future::{CheckFuture, ResponseFuture};
-use crate::headers::{self, RateLimitInfo};
-use crate::layer::Shared;
+use crate::headers;
 use crate::response;
+use crate::shared::{Ctx, Next, Shared};
 
 /// The rate-limiting service made by [`RateLimitLayer`](crate::RateLimitLayer).
 ///
@@ -26,29 +26,6 @@ use crate::response;
 pub struct RateLimit<S> {
     inner: S,
     shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("rules", &self.rules)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What the request told us that the answer needs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Ctx {
-    pub(crate) wants_html: bool,
-    pub(crate) origin: bool,
-}
-
-/// What to do once the store answered.
-pub(crate) enum Next {
-    /// Call the inner service, then add these headers.
-    Proceed(Option<RateLimitInfo>),
-    /// Answer this instead.
-    Respond(Response<Bytes>),
 }
 
 impl<S> RateLimit<S> {
@@ -77,52 +54,6 @@ impl<S> RateLimit<S> {
         store: impl Into<rate_limit_core::Limiter<rate_limit_core::AnyStore>>,
     ) -> crate::RateLimitLayer {
         crate::RateLimitLayer::new(store)
-    }
-}
-
-impl Shared {
-    fn passes(&self, method: &Method, path: &str, headers: &HeaderMap) -> bool {
-        self.rules.is_empty()
-            || self.exact.iter().any(|p| p == path)
-            || self.answering.redirect_path.as_deref() == Some(path)
-            || self.prefixes.iter().any(|p| path.starts_with(p.as_str()))
-            || (!self.limit_preflights
-                && method == Method::OPTIONS
-                && headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD))
-    }
-
-    /// Turns the limiter's answer into what the service does next.
-    pub(crate) fn next(&self, answer: Answer, ctx: Ctx) -> Next {
-        match self.answering.verdict(answer, &self.names, ctx.wants_html) {
-            Verdict::Proceed(info) => Next::Proceed(info),
-            Verdict::Respond(resp) => Next::Respond(resp),
-        }
-    }
-
-    /// Adds this layer's view (merged with an inner layer's) and CORS exposure.
-    pub(crate) fn decorate<B>(
-        &self,
-        resp: &mut Response<B>,
-        info: Option<RateLimitInfo>,
-        ctx: Ctx,
-    ) {
-        let inner = resp.extensions_mut().remove::<RateLimitInfo>();
-        let merged = match (info, inner) {
-            (Some(mine), Some(theirs)) => Some(mine.merge(theirs)),
-            (mine, theirs) => mine.or(theirs),
-        };
-        if let Some(info) = merged {
-            info.write(self.answering.style, resp.headers_mut());
-            resp.extensions_mut().insert(info);
-        }
-        self.expose(resp, ctx);
-    }
-
-    /// CORS exposure of our headers, for a request with `Origin`.
-    pub(crate) fn expose<B>(&self, resp: &mut Response<B>, ctx: Ctx) {
-        if ctx.origin {
-            headers::expose(resp.headers_mut());
-        }
     }
 }
 

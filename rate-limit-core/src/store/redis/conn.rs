@@ -7,7 +7,7 @@ use redis::{Cmd, FromRedisValue, RedisError, RedisResult, ScriptInvocation, Valu
 
 use crate::error::ConfigError;
 
-use super::url_error;
+use super::builder::url_error;
 
 pub(super) enum Conn {
     Single(ConnectionManager),

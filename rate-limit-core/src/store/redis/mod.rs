@@ -64,31 +64,29 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{RedisError, Script, Value};
+use redis::{Script, Value};
 
 use crate::chain::{Chain, ChainMode, Check};
-use crate::decision::{ChainDecision, Decision, Outcome};
-use crate::error::{ConfigError, ConfigErrorKind};
+use crate::decision::{ChainDecision, Decision};
 use crate::key::Key;
-use crate::limit::{Params, is_name_byte};
-use crate::store::{Dedupe, Store, StoreError, StoreErrorKind};
+use crate::store::{Dedupe, Store, StoreError};
 
+mod builder;
 mod conn;
 mod deny;
+mod error;
 mod keys;
+mod script;
 
+pub use builder::RedisStoreBuilder;
 use conn::Conn;
 use deny::DenyCache;
+use error::{bad_answer, classify, store_error};
+use script::{Mode, decode, invocation, push_params};
 
-const CHAIN_LUA: &str = include_str!("chain.lua");
-const REFUND_LUA: &str = include_str!("refund.lua");
-const DEFAULT_PREFIX: &str = "rl";
 /// The version of the key layout and stored state, written after the prefix in every key
 /// name (see the [module docs](self)).
 pub const KEY_VERSION: &str = "v2";
-const MAX_PREFIX_LEN: usize = 32;
-const COST_CAP: u64 = 1 << 52;
-const DEFAULT_DENY_CACHE: usize = 10_000;
 
 /// The Redis store. Cheap to clone; clones share the connection. See the [module docs](self).
 #[derive(Clone)]
@@ -115,247 +113,7 @@ impl fmt::Debug for RedisStore {
     }
 }
 
-/// Builds a [`RedisStore`]; nothing connects until the first call.
-#[derive(Debug)]
-#[must_use]
-pub struct RedisStoreBuilder {
-    nodes: Vec<String>,
-    cluster: bool,
-    prefix: String,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    slack: Duration,
-    deny_cache: usize,
-}
-
-impl RedisStoreBuilder {
-    /// The key prefix (default `rl`): 1 to 32 bytes of `A-Z a-z 0-9 . _ -`.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// How long connecting may take (default 500 ms).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long one command may take (default 500 ms, the limiter's budget).
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// Extra life on every key's TTL (default 1 s).
-    pub fn ttl_slack(mut self, slack: Duration) -> Self {
-        self.slack = slack;
-        self
-    }
-
-    /// How many refused keys the [deny cache](crate::store::redis#the-deny-cache) holds
-    /// (default 10 000);
-    /// 0 turns it off, and every check goes to Redis.
-    pub fn deny_cache(mut self, capacity: usize) -> Self {
-        self.deny_cache = capacity;
-        self
-    }
-
-    /// Builds the store: `redis.url_invalid` for a URL that does not parse,
-    /// `store.invalid` for a bad prefix. Does not connect.
-    pub fn build(self) -> Result<RedisStore, ConfigError> {
-        if self.prefix.is_empty()
-            || self.prefix.len() > MAX_PREFIX_LEN
-            || !self.prefix.bytes().all(is_name_byte)
-        {
-            return Err(ConfigError::new(
-                ConfigErrorKind::StoreInvalid,
-                "prefix",
-                "a key prefix is 1 to 32 bytes of A-Z a-z 0-9 . _ -",
-            ));
-        }
-        let conn = Conn::new(
-            &self.nodes,
-            self.cluster,
-            self.connect_timeout,
-            self.response_timeout,
-        )?;
-        Ok(RedisStore {
-            inner: Arc::new(Inner {
-                conn,
-                endpoint: endpoint(&self.nodes, self.cluster),
-                prefix: format!("{}:{KEY_VERSION}", self.prefix),
-                slack_ms: u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX),
-                chain: Script::new(CHAIN_LUA),
-                refund: Script::new(REFUND_LUA),
-                deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
-            }),
-        })
-    }
-}
-
-/// `redis host:port` or `redis-cluster host:port,host:port`: where the store counts, for
-/// logs and start-up lines, without a user name, password, database or query.
-fn endpoint(nodes: &[String], cluster: bool) -> String {
-    let hosts: Vec<&str> = nodes
-        .iter()
-        .map(|url| {
-            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-            authority
-                .rsplit_once('@')
-                .map_or(authority, |(_, host)| host)
-        })
-        .collect();
-    let kind = if cluster { "redis-cluster" } else { "redis" };
-    format!("{kind} {}", hosts.join(","))
-}
-
-fn url_error(e: &RedisError) -> ConfigError {
-    ConfigError::new(
-        ConfigErrorKind::UrlInvalid,
-        "url",
-        format!("not a usable Redis URL ({:?})", e.kind()),
-    )
-}
-
-/// What an error means for a retry (see the limiter's retries).
-fn classify(e: &RedisError) -> StoreErrorKind {
-    use redis::{ErrorKind, ServerErrorKind};
-    if e.is_connection_refusal() {
-        StoreErrorKind::NotExecuted
-    } else if e.is_timeout() {
-        StoreErrorKind::TimedOut
-    } else if e.is_connection_dropped() || e.is_io_error() {
-        StoreErrorKind::Indeterminate
-    } else {
-        match e.kind() {
-            ErrorKind::Server(ServerErrorKind::NoScript) => StoreErrorKind::NotExecuted,
-            // A generic ERR may come from a script that failed part-way.
-            ErrorKind::Server(ServerErrorKind::ResponseError) => StoreErrorKind::Indeterminate,
-            // MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY…: refused before running.
-            ErrorKind::Server(_) => StoreErrorKind::Rejected,
-            ErrorKind::Extension
-                if e.code().is_some_and(|c| {
-                    matches!(
-                        c,
-                        "BUSY" | "OOM" | "MISCONF" | "NOREPLICAS" | "NOPERM" | "NOAUTH"
-                    )
-                }) =>
-            {
-                StoreErrorKind::Rejected
-            }
-            _ => StoreErrorKind::Indeterminate,
-        }
-    }
-}
-
-fn store_error(e: RedisError) -> StoreError {
-    let kind = classify(&e);
-    let message = match kind {
-        StoreErrorKind::NotExecuted => "redis: not connected",
-        StoreErrorKind::TimedOut => "redis: no answer in time",
-        StoreErrorKind::Rejected => "redis: command refused",
-        _ => "redis: connection lost or bad answer",
-    };
-    StoreError::new(kind, message).with_source(e)
-}
-
-fn bad_answer() -> StoreError {
-    StoreError::new(
-        StoreErrorKind::Indeterminate,
-        "redis: unexpected script answer",
-    )
-}
-
-/// A script call: `keys`, then the `head` arguments, then the per-check `args`.
-fn invocation<'a>(
-    script: &'a Script,
-    keys: &[String],
-    head: &[u64],
-    args: &[u64],
-) -> redis::ScriptInvocation<'a> {
-    let mut inv = script.prepare_invoke();
-    for k in keys {
-        inv.key(k);
-    }
-    for a in head.iter().chain(args) {
-        inv.arg(*a);
-    }
-    inv
-}
-
-/// The script's arguments for one check.
-fn push_params(args: &mut Vec<u64>, key: &Key, cost: u64) {
-    let (algo, p1, p2) = match key.params() {
-        Params::Fixed { quota, window } => (1, quota, window),
-        Params::Sliding { quota, window } => (2, quota, window),
-        Params::Log { quota, window } => (3, quota, window),
-        Params::Bucket { capacity, interval } => (4, capacity, interval),
-    };
-    args.extend([algo, p1, p2, cost.min(COST_CAP)]);
-}
-
-/// Decodes `{now, n, n × (outcome, limit, remaining, reset, retry, window)}`.
-fn decode(v: &Value) -> Result<(u64, Vec<Decision>), StoreError> {
-    let Value::Array(items) = v else {
-        return Err(bad_answer());
-    };
-    let nums: Vec<u64> = items
-        .iter()
-        .map(|i| match i {
-            Value::Int(n) => u64::try_from(*n).map_err(|_| bad_answer()),
-            _ => Err(bad_answer()),
-        })
-        .collect::<Result<_, _>>()?;
-    let (&now, rest) = nums.split_first().ok_or_else(bad_answer)?;
-    let (&n, rest) = rest.split_first().ok_or_else(bad_answer)?;
-    if rest.len() as u64 != n * 6 {
-        return Err(bad_answer());
-    }
-    let decisions = rest
-        .chunks_exact(6)
-        .map(|c| {
-            let outcome = match c[0] {
-                0 => Outcome::Allowed,
-                1 => Outcome::Denied,
-                _ => Outcome::NeverFits,
-            };
-            Decision::from_parts(outcome, c[1], c[2], c[3], c[4], c[5])
-        })
-        .collect();
-    Ok((now, decisions))
-}
-
 impl RedisStore {
-    /// A store for one Redis server, e.g. `redis://127.0.0.1:6379/`.
-    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
-        Self::builder_for(vec![url.into()], false)
-    }
-
-    /// A store for a Redis Cluster, from some of its nodes' URLs (feature `cluster`).
-    #[cfg(feature = "cluster")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
-    pub fn cluster_builder<I, S>(nodes: I) -> RedisStoreBuilder
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        Self::builder_for(nodes.into_iter().map(Into::into).collect(), true)
-    }
-
-    fn builder_for(nodes: Vec<String>, cluster: bool) -> RedisStoreBuilder {
-        RedisStoreBuilder {
-            nodes,
-            cluster,
-            prefix: DEFAULT_PREFIX.to_owned(),
-            connect_timeout: Duration::from_millis(500),
-            response_timeout: Duration::from_millis(500),
-            slack: Duration::from_secs(1),
-            deny_cache: DEFAULT_DENY_CACHE,
-        }
-    }
-
     /// The address of the state clones share.
     pub(crate) fn identity(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
@@ -382,10 +140,15 @@ impl RedisStore {
     async fn run(
         &self,
         keys: &[String],
-        mode: u64,
+        mode: Mode,
         args: &[u64],
     ) -> Result<(u64, Vec<Decision>), StoreError> {
-        let inv = invocation(&self.inner.chain, keys, &[mode, self.inner.slack_ms], args);
+        let inv = invocation(
+            &self.inner.chain,
+            keys,
+            &[mode.arg(), self.inner.slack_ms],
+            args,
+        );
         let v: Value = self.inner.conn.invoke(&inv).await.map_err(store_error)?;
         decode(&v)
     }
@@ -405,7 +168,7 @@ impl RedisStore {
     /// Checks that the script path works (loading the script if Redis lost it): a health
     /// check that means what it says, unlike `PING`.
     pub async fn health(&self) -> Result<(), StoreError> {
-        self.run(&[], 0, &[]).await.map(|_| ())
+        self.run(&[], Mode::InOrder, &[]).await.map(|_| ())
     }
 
     /// Warns (`rate_limit.redis_eviction`) when Redis may evict limiter keys: any
@@ -458,8 +221,8 @@ impl RedisStore {
 
     async fn check_chain(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
         let mode = match chain.chain_mode() {
-            ChainMode::InOrder => 0,
-            ChainMode::ChargeAll => 1,
+            ChainMode::InOrder => Mode::InOrder,
+            ChainMode::ChargeAll => Mode::ChargeAll,
         };
         let checks = chain.checks();
         let names: Vec<String> = checks.iter().map(|c| self.key_name(c.key())).collect();
@@ -486,7 +249,7 @@ impl RedisStore {
             let (now, ds) = self.run(&names[g.clone()], mode, &args).await?;
             let refused = ds.iter().any(|d| !d.is_allowed());
             decisions.extend(ds);
-            if refused && mode == 0 {
+            if refused && mode == Mode::InOrder {
                 // Give back what earlier groups took; report them as uncharged.
                 for (range, at, args) in charged.iter().rev() {
                     self.refund(&names[range.clone()], *at, args).await;
@@ -545,14 +308,18 @@ impl Store for RedisStore {
     async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, check.key(), check.cost());
-        let (_, mut ds) = self.run(&[self.key_name(check.key())], 2, &args).await?;
+        let (_, mut ds) = self
+            .run(&[self.key_name(check.key())], Mode::Overdraw, &args)
+            .await?;
         ds.pop().ok_or_else(bad_answer)
     }
 
     async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, key, 0);
-        let (_, mut ds) = self.run(&[self.key_name(key)], 0, &args).await?;
+        let (_, mut ds) = self
+            .run(&[self.key_name(key)], Mode::InOrder, &args)
+            .await?;
         ds.pop().ok_or_else(bad_answer)
     }
 

@@ -1,14 +1,15 @@
 //! Limits: a name, an algorithm and its parameters, validated at construction.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::key::Key;
-use crate::principal::Principal;
+use crate::name::validate_name;
+
+mod live;
+
+use live::Inner;
 
 /// The longest window or refill span a limit may have: ten years of 366 days, in µs.
 ///
@@ -21,8 +22,6 @@ pub(crate) const MAX_SPAN_US: u64 = 10 * 366 * 86_400 * 1_000_000;
 pub const MAX_SLIDING_PRODUCT: u64 = 1 << 52;
 /// The shortest window or refill period: one millisecond.
 pub const MIN_WINDOW: Duration = Duration::from_millis(1);
-/// The longest limit name, in bytes.
-pub const MAX_NAME_LEN: usize = 64;
 /// Window limits admit at most this many units per microsecond (10⁹ per second).
 const MAX_UNITS_PER_US: u64 = 1_000;
 
@@ -98,48 +97,8 @@ pub struct Limit {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    name: Box<str>,
-    kind: AlgorithmKind,
-    /// A sequence lock over `a` and `b`: odd while a writer is between its stores.
-    seq: AtomicU64,
-    a: AtomicU64,
-    b: AtomicU64,
-    writer: Mutex<()>,
-    /// Per-principal parameters (admin overrides); the flag spares the lock when empty.
-    has_overrides: AtomicBool,
-    overrides: RwLock<HashMap<Box<str>, Params>>,
-}
-
-impl Inner {
-    fn load(&self) -> Params {
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            let a = self.a.load(Ordering::Relaxed);
-            let b = self.b.load(Ordering::Relaxed);
-            fence(Ordering::Acquire);
-            let s2 = self.seq.load(Ordering::Relaxed);
-            if s1 == s2 && s1.is_multiple_of(2) {
-                return Params::from_parts(self.kind, a, b);
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    fn store(&self, p: Params) {
-        let _one_writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let (_, a, b) = p.parts();
-        let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        self.a.store(a, Ordering::Relaxed);
-        self.b.store(b, Ordering::Relaxed);
-        self.seq.store(s + 2, Ordering::Release);
-    }
-}
-
 impl Params {
-    fn parts(self) -> (AlgorithmKind, u64, u64) {
+    pub(super) fn parts(self) -> (AlgorithmKind, u64, u64) {
         match self {
             Self::Fixed { quota, window } => (AlgorithmKind::FixedWindow, quota, window),
             Self::Sliding { quota, window } => (AlgorithmKind::SlidingWindow, quota, window),
@@ -148,7 +107,7 @@ impl Params {
         }
     }
 
-    fn from_parts(kind: AlgorithmKind, a: u64, b: u64) -> Self {
+    pub(super) fn from_parts(kind: AlgorithmKind, a: u64, b: u64) -> Self {
         match kind {
             AlgorithmKind::FixedWindow => Self::Fixed {
                 quota: a,
@@ -186,31 +145,6 @@ impl PartialEq for Limit {
 }
 
 impl Eq for Limit {}
-
-/// Checks a limit name: 1 to 64 bytes of `A-Z a-z 0-9 . _ -`.
-///
-/// Such a name is safe inside a store key and as an IETF structured-field string.
-pub fn validate_name(name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(ConfigError::new(
-            ConfigErrorKind::NameInvalid,
-            "name",
-            format!("a limit name must be 1 to {MAX_NAME_LEN} bytes long"),
-        ));
-    }
-    if !name.bytes().all(is_name_byte) {
-        return Err(ConfigError::new(
-            ConfigErrorKind::NameInvalid,
-            "name",
-            "a limit name may hold only A-Z a-z 0-9 . _ -",
-        ));
-    }
-    Ok(())
-}
-
-pub(crate) fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
-}
 
 fn micros(field: &'static str, d: Duration) -> Result<u64, ConfigError> {
     if d.is_zero() || d < MIN_WINDOW {
@@ -265,18 +199,8 @@ fn window_params(name: &str, q: u64, window: Duration) -> Result<(u64, u64), Con
 
 impl Limit {
     fn build(name: &str, params: Params) -> Self {
-        let (kind, a, b) = params.parts();
         Self {
-            inner: Arc::new(Inner {
-                name: name.into(),
-                kind,
-                seq: AtomicU64::new(0),
-                a: AtomicU64::new(a),
-                b: AtomicU64::new(b),
-                writer: Mutex::new(()),
-                has_overrides: AtomicBool::new(false),
-                overrides: RwLock::new(HashMap::new()),
-            }),
+            inner: Arc::new(Inner::new(name, params)),
         }
     }
 
@@ -389,97 +313,6 @@ impl Limit {
 
     pub(crate) fn params(&self) -> Params {
         self.inner.load()
-    }
-
-    /// How many times the parameters were changed at run time (caches key on it).
-    pub fn version(&self) -> u64 {
-        self.inner.seq.load(Ordering::Acquire) / 2
-    }
-
-    /// Changes the quota (a bucket's capacity) while running: every clone of this limit,
-    /// in every layer and handler of the process, uses it from its next check. The window
-    /// (or refill rate) stays. The limit's parameters travel with every check, so stores
-    /// keep no thresholds: instances configured alike agree.
-    pub fn set_quota(&self, quota: u64) -> Result<(), ConfigError> {
-        let next = match self.params() {
-            Params::Fixed { window, .. } => {
-                Self::fixed_window(self.name(), quota, Duration::from_micros(window))?
-            }
-            Params::Sliding { window, .. } => {
-                Self::sliding_window(self.name(), quota, Duration::from_micros(window))?
-            }
-            Params::Log { window, .. } => {
-                Self::sliding_log(self.name(), quota, Duration::from_micros(window))?
-            }
-            Params::Bucket { interval, .. } => {
-                // Same refill rate: one token per `interval` µs.
-                Self::token_bucket(self.name(), quota, 1, Duration::from_micros(interval))?
-            }
-        };
-        self.inner.store(next.params());
-        Ok(())
-    }
-
-    /// Gives one principal its own quota under this limit (an admin override: a partner's
-    /// API key, a venue that hosts big quiz nights). Applies to keys built from now on, on
-    /// every store: the parameters travel with each check.
-    pub fn set_override(&self, principal: &Principal, quota: u64) -> Result<(), ConfigError> {
-        let probe = Limit::build(self.name(), self.params());
-        probe.set_quota(quota)?;
-        let mut map = self
-            .inner
-            .overrides
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.insert(principal.as_str().into(), probe.params());
-        self.inner.has_overrides.store(true, Ordering::Release);
-        Ok(())
-    }
-
-    /// Removes a principal's override.
-    pub fn clear_override(&self, principal: &Principal) {
-        let mut map = self
-            .inner
-            .overrides
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.remove(principal.as_str());
-        self.inner
-            .has_overrides
-            .store(!map.is_empty(), Ordering::Release);
-    }
-
-    /// The override for `principal`, if any.
-    pub(crate) fn override_for(&self, principal: &Principal) -> Option<Params> {
-        if !self.inner.has_overrides.load(Ordering::Acquire) {
-            return None;
-        }
-        let map = self
-            .inner
-            .overrides
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.get(principal.as_str()).copied()
-    }
-
-    /// Replaces every parameter with those of `other` (same algorithm), e.g. from
-    /// configuration read at start-up or reloaded. Errors with `limit.algorithm_changed` if
-    /// the algorithms differ: an algorithm cannot change under live counters.
-    pub fn set_from(&self, other: &Limit) -> Result<(), ConfigError> {
-        if other.kind() != self.kind() {
-            return Err(ConfigError::new(
-                ConfigErrorKind::AlgorithmChanged,
-                "algorithm",
-                "a running limit cannot change its algorithm",
-            ));
-        }
-        self.inner.store(other.params());
-        Ok(())
-    }
-
-    /// The key of `principal` under this limit.
-    pub fn key(&self, principal: Principal) -> Key {
-        Key::new(self.clone(), principal)
     }
 }
 

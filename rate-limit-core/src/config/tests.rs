@@ -1,0 +1,146 @@
+//! Configuration: every field, every error code.
+
+use super::*;
+
+fn err(text: &str) -> ConfigError {
+    Config::from_toml(text).unwrap_err()
+}
+
+const GOOD: &str = r#"
+    [store]
+    timeout = "250ms"
+    cooldown = "2s"
+
+    [limits.poll]
+    algorithm = "sliding_window"
+    quota = 20
+    window = "60s"
+    on_store_error = "open"
+
+    [limits.host]
+    algorithm = "token_bucket"
+    capacity = 10
+    refill = 2
+    period = "1s"
+"#;
+
+#[test]
+fn a_good_file_builds_limits_policies_and_a_limiter() {
+    let c = Config::from_toml(GOOD).unwrap();
+    assert_eq!(c.store_kind(), &StoreKind::Memory { max_keys: None });
+    let poll = c.limit("poll").unwrap();
+    assert_eq!((poll.quota(), poll.window()), (20, Duration::from_secs(60)));
+    assert_eq!(c.policy("poll").unwrap(), FailurePolicy::Open);
+    assert_eq!(
+        c.policy("host").unwrap(),
+        FailurePolicy::Closed,
+        "closed by default"
+    );
+    assert_eq!(c.limit("host").unwrap().window(), Duration::from_secs(5));
+    let limiter = c.limiter().unwrap();
+    assert_eq!(limiter.timeout(), Duration::from_millis(250));
+    // Every call hands out the same shared limit: runtime changes reach every route.
+    c.limit("poll").unwrap().set_quota(5).unwrap();
+    assert_eq!(c.limit("poll").unwrap().quota(), 5);
+    // A default in code, overridden from the file; an unconfigured one stays.
+    let code = Limit::sliding_window("poll", 99, Duration::from_secs(10)).unwrap();
+    assert_eq!(c.limit_or(code).unwrap().quota(), 5);
+    let other = Limit::fixed_window("other", 7, Duration::from_secs(1)).unwrap();
+    assert_eq!(c.limit_or(other).unwrap().quota(), 7);
+}
+
+#[test]
+fn each_error_code_from_a_bad_file() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "[store]\nkind = \"mongodb\"",
+            "rate_limits.store_invalid",
+            "store.kind",
+        ),
+        (
+            "[store]\nkind = \"redis\"",
+            "rate_limits.store_invalid",
+            "store.url",
+        ),
+        (
+            "[store]\nkind = \"redis\"\nurl = \"http://x\"",
+            "redis.url_invalid",
+            "store.url",
+        ),
+        (
+            "[store]\nkind = \"cluster\"\nnodes = [\"redis://a:1/\", \"nope\"]",
+            "redis.url_invalid",
+            "store.nodes[1]",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"0s\"",
+            "limit.window_invalid",
+            "limits.p.window",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"5 parsecs\"",
+            "limit.window_invalid",
+            "limits.p.window",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 0\nwindow = \"1m\"",
+            "limit.quota_zero",
+            "limits.p.quota",
+        ),
+        (
+            "[limits.\"a b\"]\nalgorithm = \"fixed_window\"\nquota = 1\nwindow = \"1m\"",
+            "limit.name_invalid",
+            "limits.a b",
+        ),
+        (
+            "[limits.\"q\\\"x\"]\nalgorithm = \"fixed_window\"\nquota = 1\nwindow = \"1m\"",
+            "limit.name_invalid",
+            "limits.q\"x",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"leaky\"\nquota = 1\nwindow = \"1m\"",
+            "limit.algorithm_invalid",
+            "limits.p.algorithm",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 1\nwindow = \"1m\"\non_store_error = \"maybe\"",
+            "policy.invalid",
+            "limits.p.on_store_error",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nwindow = \"1m\"",
+            "config.invalid",
+            "limits.p.quota",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 1\nwindow = \"1m\"\nqouta = 2",
+            "config.invalid",
+            "file",
+        ),
+        ("this is not toml", "config.invalid", "file"),
+        (
+            "[limits.p]\nalgorithm = \"sliding_window\"\nquota = 100000\nwindow = \"1d\"",
+            "limit.overflow",
+            "limits.p.quota",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"token_bucket\"\ncapacity = 5\nrefill = 2000000\nperiod = \"1s\"",
+            "limit.rate_too_high",
+            "limits.p.refill",
+        ),
+    ];
+    for (text, code, field) in cases {
+        let e = err(text);
+        assert_eq!((e.code(), e.field()), (*code, *field), "{text}\n{e}");
+        assert!(
+            e.to_string().contains(field),
+            "the message names the field: {e}"
+        );
+    }
+    let c = Config::from_toml(GOOD).unwrap();
+    let e = c.limit("answers").unwrap_err();
+    assert_eq!(
+        (e.code(), e.field()),
+        ("rule.unknown_limit", "limits.answers")
+    );
+}

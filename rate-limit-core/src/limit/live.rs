@@ -1,0 +1,155 @@
+//! A limit's live parameters: a sequence lock every clone reads, runtime changes, and
+//! per-principal overrides.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use super::{AlgorithmKind, Limit, Params};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::principal::Principal;
+
+pub(super) struct Inner {
+    pub(super) name: Box<str>,
+    pub(super) kind: AlgorithmKind,
+    /// A sequence lock over `a` and `b`: odd while a writer is between its stores.
+    seq: AtomicU64,
+    a: AtomicU64,
+    b: AtomicU64,
+    writer: Mutex<()>,
+    /// Per-principal parameters (admin overrides); the flag spares the lock when empty.
+    has_overrides: AtomicBool,
+    overrides: RwLock<HashMap<Box<str>, Params>>,
+}
+
+impl Inner {
+    pub(super) fn load(&self) -> Params {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            let a = self.a.load(Ordering::Relaxed);
+            let b = self.b.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            let s2 = self.seq.load(Ordering::Relaxed);
+            if s1 == s2 && s1.is_multiple_of(2) {
+                return Params::from_parts(self.kind, a, b);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn store(&self, p: Params) {
+        let _one_writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_, a, b) = p.parts();
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.a.store(a, Ordering::Relaxed);
+        self.b.store(b, Ordering::Relaxed);
+        self.seq.store(s + 2, Ordering::Release);
+    }
+}
+
+impl Inner {
+    pub(super) fn new(name: &str, params: Params) -> Self {
+        let (kind, a, b) = params.parts();
+        Self {
+            name: name.into(),
+            kind,
+            seq: AtomicU64::new(0),
+            a: AtomicU64::new(a),
+            b: AtomicU64::new(b),
+            writer: Mutex::new(()),
+            has_overrides: AtomicBool::new(false),
+            overrides: RwLock::new(HashMap::new()),
+        }
+    }
+}
+
+impl Limit {
+    /// How many times the parameters were changed at run time (caches key on it).
+    pub fn version(&self) -> u64 {
+        self.inner.seq.load(Ordering::Acquire) / 2
+    }
+
+    /// Changes the quota (a bucket's capacity) while running: every clone of this limit,
+    /// in every layer and handler of the process, uses it from its next check. The window
+    /// (or refill rate) stays. The limit's parameters travel with every check, so stores
+    /// keep no thresholds: instances configured alike agree.
+    pub fn set_quota(&self, quota: u64) -> Result<(), ConfigError> {
+        let next = match self.params() {
+            Params::Fixed { window, .. } => {
+                Self::fixed_window(self.name(), quota, Duration::from_micros(window))?
+            }
+            Params::Sliding { window, .. } => {
+                Self::sliding_window(self.name(), quota, Duration::from_micros(window))?
+            }
+            Params::Log { window, .. } => {
+                Self::sliding_log(self.name(), quota, Duration::from_micros(window))?
+            }
+            Params::Bucket { interval, .. } => {
+                // Same refill rate: one token per `interval` µs.
+                Self::token_bucket(self.name(), quota, 1, Duration::from_micros(interval))?
+            }
+        };
+        self.inner.store(next.params());
+        Ok(())
+    }
+
+    /// Gives one principal its own quota under this limit (an admin override: a partner's
+    /// API key, a venue that hosts big quiz nights). Applies to keys built from now on, on
+    /// every store: the parameters travel with each check.
+    pub fn set_override(&self, principal: &Principal, quota: u64) -> Result<(), ConfigError> {
+        let probe = Limit::build(self.name(), self.params());
+        probe.set_quota(quota)?;
+        let mut map = self
+            .inner
+            .overrides
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.insert(principal.as_str().into(), probe.params());
+        self.inner.has_overrides.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Removes a principal's override.
+    pub fn clear_override(&self, principal: &Principal) {
+        let mut map = self
+            .inner
+            .overrides
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.remove(principal.as_str());
+        self.inner
+            .has_overrides
+            .store(!map.is_empty(), Ordering::Release);
+    }
+
+    /// The override for `principal`, if any.
+    pub(crate) fn override_for(&self, principal: &Principal) -> Option<Params> {
+        if !self.inner.has_overrides.load(Ordering::Acquire) {
+            return None;
+        }
+        let map = self
+            .inner
+            .overrides
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.get(principal.as_str()).copied()
+    }
+
+    /// Replaces every parameter with those of `other` (same algorithm), e.g. from
+    /// configuration read at start-up or reloaded. Errors with `limit.algorithm_changed` if
+    /// the algorithms differ: an algorithm cannot change under live counters.
+    pub fn set_from(&self, other: &Limit) -> Result<(), ConfigError> {
+        if other.kind() != self.kind() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::AlgorithmChanged,
+                "algorithm",
+                "a running limit cannot change its algorithm",
+            ));
+        }
+        self.inner.store(other.params());
+        Ok(())
+    }
+}

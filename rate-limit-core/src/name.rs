@@ -1,0 +1,32 @@
+//! Names: of limits, of custom principal kinds, of key prefixes. One alphabet, safe inside
+//! a store key and as an IETF structured-field string.
+
+use crate::error::{ConfigError, ConfigErrorKind};
+
+/// The longest limit name, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Checks a limit name: 1 to 64 bytes of `A-Z a-z 0-9 . _ -`.
+///
+/// Such a name is safe inside a store key and as an IETF structured-field string.
+pub fn validate_name(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(ConfigError::new(
+            ConfigErrorKind::NameInvalid,
+            "name",
+            format!("a limit name must be 1 to {MAX_NAME_LEN} bytes long"),
+        ));
+    }
+    if !name.bytes().all(is_name_byte) {
+        return Err(ConfigError::new(
+            ConfigErrorKind::NameInvalid,
+            "name",
+            "a limit name may hold only A-Z a-z 0-9 . _ -",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+}

@@ -1,0 +1,151 @@
+//! [`RedisStoreBuilder`]: the settings, checked when the store is built.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{RedisError, Script};
+
+use super::conn::Conn;
+use super::deny::DenyCache;
+use super::script::{CHAIN_LUA, REFUND_LUA};
+use super::{Inner, KEY_VERSION, RedisStore};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::name::is_name_byte;
+
+const DEFAULT_PREFIX: &str = "rl";
+const MAX_PREFIX_LEN: usize = 32;
+const DEFAULT_DENY_CACHE: usize = 10_000;
+
+/// Builds a [`RedisStore`]; nothing connects until the first call.
+#[derive(Debug)]
+#[must_use]
+pub struct RedisStoreBuilder {
+    nodes: Vec<String>,
+    cluster: bool,
+    prefix: String,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    slack: Duration,
+    deny_cache: usize,
+}
+
+impl RedisStoreBuilder {
+    /// The key prefix (default `rl`): 1 to 32 bytes of `A-Z a-z 0-9 . _ -`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long connecting may take (default 500 ms).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one command may take (default 500 ms, the limiter's budget).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Extra life on every key's TTL (default 1 s).
+    pub fn ttl_slack(mut self, slack: Duration) -> Self {
+        self.slack = slack;
+        self
+    }
+
+    /// How many refused keys the [deny cache](crate::store::redis#the-deny-cache) holds
+    /// (default 10 000);
+    /// 0 turns it off, and every check goes to Redis.
+    pub fn deny_cache(mut self, capacity: usize) -> Self {
+        self.deny_cache = capacity;
+        self
+    }
+
+    /// Builds the store: `redis.url_invalid` for a URL that does not parse,
+    /// `store.invalid` for a bad prefix. Does not connect.
+    pub fn build(self) -> Result<RedisStore, ConfigError> {
+        if self.prefix.is_empty()
+            || self.prefix.len() > MAX_PREFIX_LEN
+            || !self.prefix.bytes().all(is_name_byte)
+        {
+            return Err(ConfigError::new(
+                ConfigErrorKind::StoreInvalid,
+                "prefix",
+                "a key prefix is 1 to 32 bytes of A-Z a-z 0-9 . _ -",
+            ));
+        }
+        let conn = Conn::new(
+            &self.nodes,
+            self.cluster,
+            self.connect_timeout,
+            self.response_timeout,
+        )?;
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                conn,
+                endpoint: endpoint(&self.nodes, self.cluster),
+                prefix: format!("{}:{KEY_VERSION}", self.prefix),
+                slack_ms: u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX),
+                chain: Script::new(CHAIN_LUA),
+                refund: Script::new(REFUND_LUA),
+                deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
+            }),
+        })
+    }
+}
+
+/// `redis host:port` or `redis-cluster host:port,host:port`: where the store counts, for
+/// logs and start-up lines, without a user name, password, database or query.
+fn endpoint(nodes: &[String], cluster: bool) -> String {
+    let hosts: Vec<&str> = nodes
+        .iter()
+        .map(|url| {
+            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host)
+        })
+        .collect();
+    let kind = if cluster { "redis-cluster" } else { "redis" };
+    format!("{kind} {}", hosts.join(","))
+}
+
+pub(super) fn url_error(e: &RedisError) -> ConfigError {
+    ConfigError::new(
+        ConfigErrorKind::UrlInvalid,
+        "url",
+        format!("not a usable Redis URL ({:?})", e.kind()),
+    )
+}
+
+impl RedisStore {
+    /// A store for one Redis server, e.g. `redis://127.0.0.1:6379/`.
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        Self::builder_for(vec![url.into()], false)
+    }
+
+    /// A store for a Redis Cluster, from some of its nodes' URLs (feature `cluster`).
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn cluster_builder<I, S>(nodes: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder_for(nodes.into_iter().map(Into::into).collect(), true)
+    }
+
+    fn builder_for(nodes: Vec<String>, cluster: bool) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            nodes,
+            cluster,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            connect_timeout: Duration::from_millis(500),
+            response_timeout: Duration::from_millis(500),
+            slack: Duration::from_secs(1),
+            deny_cache: DEFAULT_DENY_CACHE,
+        }
+    }
+}

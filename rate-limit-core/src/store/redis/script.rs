@@ -1,0 +1,97 @@
+//! The chain script's calling convention: keys, a head of arguments, four numbers per check,
+//! and the answer's layout. `chain.lua` reads exactly this.
+
+use redis::{Script, Value};
+
+use super::error::bad_answer;
+use crate::decision::{Decision, Outcome};
+use crate::key::Key;
+use crate::limit::Params;
+use crate::store::StoreError;
+
+pub(super) const CHAIN_LUA: &str = include_str!("chain.lua");
+pub(super) const REFUND_LUA: &str = include_str!("refund.lua");
+/// The largest cost sent: Lua's doubles stay exact below 2^52.
+const COST_CAP: u64 = 1 << 52;
+
+/// `ARGV[1]` of the chain script: how a chain charges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// In order, all or nothing: the first refusal decides, nothing is charged.
+    InOrder = 0,
+    /// Every limit is charged, refused or not.
+    ChargeAll = 1,
+    /// A cost known after the work: always charged, overdrawing if need be.
+    Overdraw = 2,
+}
+
+impl Mode {
+    pub(super) fn arg(self) -> u64 {
+        self as u64
+    }
+}
+
+/// The algorithm codes of `chain.lua`.
+const FIXED: u64 = 1;
+const SLIDING: u64 = 2;
+const LOG: u64 = 3;
+const BUCKET: u64 = 4;
+
+/// A script call: `keys`, then the `head` arguments, then the per-check `args`.
+pub(super) fn invocation<'a>(
+    script: &'a Script,
+    keys: &[String],
+    head: &[u64],
+    args: &[u64],
+) -> redis::ScriptInvocation<'a> {
+    let mut inv = script.prepare_invoke();
+    for k in keys {
+        inv.key(k);
+    }
+    for a in head.iter().chain(args) {
+        inv.arg(*a);
+    }
+    inv
+}
+
+/// The script's arguments for one check.
+pub(super) fn push_params(args: &mut Vec<u64>, key: &Key, cost: u64) {
+    let (algo, p1, p2) = match key.params() {
+        Params::Fixed { quota, window } => (FIXED, quota, window),
+        Params::Sliding { quota, window } => (SLIDING, quota, window),
+        Params::Log { quota, window } => (LOG, quota, window),
+        Params::Bucket { capacity, interval } => (BUCKET, capacity, interval),
+    };
+    args.extend([algo, p1, p2, cost.min(COST_CAP)]);
+}
+
+/// Decodes `{now, n, n × (outcome, limit, remaining, reset, retry, window)}`.
+pub(super) fn decode(v: &Value) -> Result<(u64, Vec<Decision>), StoreError> {
+    let Value::Array(items) = v else {
+        return Err(bad_answer());
+    };
+    let nums: Vec<u64> = items
+        .iter()
+        .map(|i| match i {
+            Value::Int(n) => u64::try_from(*n).map_err(|_| bad_answer()),
+            _ => Err(bad_answer()),
+        })
+        .collect::<Result<_, _>>()?;
+    let (&now, rest) = nums.split_first().ok_or_else(bad_answer)?;
+    let (&n, rest) = rest.split_first().ok_or_else(bad_answer)?;
+    if rest.len() as u64 != n * 6 {
+        return Err(bad_answer());
+    }
+    let decisions = rest
+        .chunks_exact(6)
+        .map(|c| {
+            let outcome = match c[0] {
+                0 => Outcome::Allowed,
+                1 => Outcome::Denied,
+                _ => Outcome::NeverFits,
+            };
+            Decision::from_parts(outcome, c[1], c[2], c[3], c[4], c[5])
+        })
+        .collect();
+    Ok((now, decisions))
+}

@@ -1,0 +1,156 @@
+//! Header rendering: each family, against a reference parser.
+
+use super::*;
+use rate_limit_core::Decision;
+
+fn status(name: &str, remaining: u64, reset_us: u64, denied: bool) -> LimitStatus {
+    let d = if denied {
+        Decision::from_parts(
+            Outcome::Denied,
+            10,
+            remaining,
+            reset_us,
+            reset_us,
+            60_000_000,
+        )
+    } else {
+        Decision::from_parts(Outcome::Allowed, 10, remaining, reset_us, 0, 60_000_000)
+    };
+    LimitStatus::new(name.into(), &d)
+}
+
+#[test]
+fn ietf_fields_render_as_structured_lists() {
+    let limits = vec![
+        status("burst", 4, 1_500_000, false),
+        status("daily", 99, 86_000_000_000, false),
+    ];
+    assert_eq!(
+        policy_field(&limits).unwrap(),
+        "\"burst\";q=10;w=60, \"daily\";q=10;w=60"
+    );
+    assert_eq!(
+        ratelimit_field(&limits).unwrap(),
+        "\"burst\";r=4;t=2, \"daily\";r=99;t=86000"
+    );
+    assert_eq!(policy_field(&[]), None);
+}
+
+#[test]
+fn ietf_fields_parse_as_structured_lists_and_clamp_integers() {
+    let mut huge = status("huge", 0, 1_000_000, false);
+    huge.quota = u64::MAX;
+    let info = RateLimitInfo {
+        allowed: true,
+        shadowed: false,
+        headline: 0,
+        limits: smallvec::smallvec![
+            status("per-ip.v2", 4, 1_500_000, false),
+            huge,
+            status("bad\"name", 1, 1, false),
+        ],
+    };
+    let mut h = HeaderMap::new();
+    info.write(HeaderStyle::Both, &mut h);
+    for (name, keys) in [(RATELIMIT_POLICY, ["q", "w"]), (RATELIMIT, ["r", "t"])] {
+        let list = sfv::Parser::new(h[&name].as_bytes())
+            .parse::<sfv::List>()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let names: Vec<String> = list
+            .iter()
+            .map(|m| match m {
+                sfv::ListEntry::Item(i) => {
+                    assert_eq!(
+                        i.params.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+                        keys
+                    );
+                    i.bare_item.as_string().unwrap().as_str().to_owned()
+                }
+                sfv::ListEntry::InnerList(_) => panic!("an inner list"),
+            })
+            .collect();
+        assert_eq!(names, ["per-ip.v2", "huge"], "{name}");
+    }
+    assert_eq!(
+        h[RATELIMIT_POLICY],
+        "\"per-ip.v2\";q=10;w=60, \"huge\";q=999999999999999;w=60"
+    );
+    assert_eq!(h[RATELIMIT_LIMIT], "10");
+    // Rewriting in another style replaces what was there and drops the rest.
+    info.write(HeaderStyle::Trio, &mut h);
+    assert!(h.get(RATELIMIT_POLICY).is_none() && h.get(RATELIMIT).is_none());
+    info.write(HeaderStyle::None, &mut h);
+    assert!(h.is_empty(), "{h:?}");
+}
+
+#[test]
+fn trio_describes_the_tightest_limit_and_a_denial_its_denier() {
+    let allowed = RateLimitInfo {
+        allowed: true,
+        shadowed: false,
+        headline: 1,
+        limits: smallvec::smallvec![
+            status("a", 5, 1_000_000, false),
+            status("b", 3, 2_000_000, false),
+        ],
+    };
+    let mut h = HeaderMap::new();
+    allowed.write(HeaderStyle::Both, &mut h);
+    assert_eq!(h[RATELIMIT_REMAINING], "3");
+    assert_eq!(h[RATELIMIT_RESET], "2");
+    // An outer layer with a looser limit keeps the inner, tighter one.
+    let outer = RateLimitInfo {
+        allowed: true,
+        shadowed: false,
+        headline: 0,
+        limits: smallvec::smallvec![status("global", 900, 60_000_000, false)],
+    };
+    let merged = outer.merge(allowed.clone());
+    assert_eq!(merged.headline().name(), "b");
+    assert_eq!(merged.limits().len(), 3);
+    // A denial anywhere is the headline.
+    let denied = RateLimitInfo {
+        allowed: false,
+        shadowed: false,
+        headline: 0,
+        limits: smallvec::smallvec![status("route", 7, 4_200_000, true)],
+    };
+    let outer = RateLimitInfo {
+        allowed: true,
+        shadowed: false,
+        headline: 0,
+        limits: smallvec::smallvec![status("global", 0, 1_000_000, false)],
+    };
+    let merged = outer.merge(denied);
+    assert_eq!(merged.headline().name(), "route");
+    assert!(!merged.is_allowed());
+    let mut h = HeaderMap::new();
+    merged.write(HeaderStyle::Trio, &mut h);
+    assert_eq!(h[RATELIMIT_RESET], "5");
+    assert!(h.get(RATELIMIT).is_none());
+}
+
+#[test]
+fn exposure_adds_names_once_and_varies_on_origin() {
+    let mut h = HeaderMap::new();
+    h.insert(
+        ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("x-request-id, RateLimit"),
+    );
+    expose(&mut h);
+    let v = h[ACCESS_CONTROL_EXPOSE_HEADERS]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(v.starts_with("x-request-id, ratelimit, retry-after"), "{v}");
+    assert_eq!(v.matches("ratelimit-policy").count(), 1);
+    expose(&mut h);
+    assert_eq!(h.get_all(VARY).iter().count(), 1);
+}
+
+#[test]
+fn seconds_round_up_and_retry_after_is_never_zero() {
+    assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
+    assert_eq!(ceil_secs(Duration::from_secs(2)), 2);
+    assert_eq!(retry_after(0), "1");
+}

@@ -1,0 +1,95 @@
+//! `Shared`: one layer's configuration and the decisions made from it, shared by the
+//! layer, its services and their futures (no module of the three needs another's).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::ACCESS_CONTROL_REQUEST_METHOD;
+use http::{HeaderMap, Method, Response};
+use rate_limit_core::{Answer, AnyStore, ChainMode, FailurePolicy, Limiter};
+
+use crate::answer::{Answering, Verdict};
+use crate::headers::{self, RateLimitInfo};
+use crate::rule::Rule;
+
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) limiter: Limiter<AnyStore>,
+    pub(crate) rules: Vec<Rule>,
+    pub(crate) names: Vec<Arc<str>>,
+    pub(crate) policy: FailurePolicy,
+    pub(crate) mode: ChainMode,
+    pub(crate) exact: Vec<String>,
+    pub(crate) prefixes: Vec<String>,
+    pub(crate) limit_preflights: bool,
+    pub(crate) answering: Answering,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("rules", &self.rules)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the request told us that the answer needs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx {
+    pub(crate) wants_html: bool,
+    pub(crate) origin: bool,
+}
+
+/// What to do once the store answered.
+pub(crate) enum Next {
+    /// Call the inner service, then add these headers.
+    Proceed(Option<RateLimitInfo>),
+    /// Answer this instead.
+    Respond(Response<Bytes>),
+}
+
+impl Shared {
+    pub(crate) fn passes(&self, method: &Method, path: &str, headers: &HeaderMap) -> bool {
+        self.rules.is_empty()
+            || self.exact.iter().any(|p| p == path)
+            || self.answering.redirect_path.as_deref() == Some(path)
+            || self.prefixes.iter().any(|p| path.starts_with(p.as_str()))
+            || (!self.limit_preflights
+                && method == Method::OPTIONS
+                && headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD))
+    }
+
+    /// Turns the limiter's answer into what the service does next.
+    pub(crate) fn next(&self, answer: Answer, ctx: Ctx) -> Next {
+        match self.answering.verdict(answer, &self.names, ctx.wants_html) {
+            Verdict::Proceed(info) => Next::Proceed(info),
+            Verdict::Respond(resp) => Next::Respond(resp),
+        }
+    }
+
+    /// Adds this layer's view (merged with an inner layer's) and CORS exposure.
+    pub(crate) fn decorate<B>(
+        &self,
+        resp: &mut Response<B>,
+        info: Option<RateLimitInfo>,
+        ctx: Ctx,
+    ) {
+        let inner = resp.extensions_mut().remove::<RateLimitInfo>();
+        let merged = match (info, inner) {
+            (Some(mine), Some(theirs)) => Some(mine.merge(theirs)),
+            (mine, theirs) => mine.or(theirs),
+        };
+        if let Some(info) = merged {
+            info.write(self.answering.style, resp.headers_mut());
+            resp.extensions_mut().insert(info);
+        }
+        self.expose(resp, ctx);
+    }
+
+    /// CORS exposure of our headers, for a request with `Origin`.
+    pub(crate) fn expose<B>(&self, resp: &mut Response<B>, ctx: Ctx) {
+        if ctx.origin {
+            headers::expose(resp.headers_mut());
+        }
+    }
+}
