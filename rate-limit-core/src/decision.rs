@@ -156,6 +156,30 @@ impl Decision {
 ///
 /// With [`ChainMode::InOrder`](crate::ChainMode::InOrder), evaluation stops at the first
 /// denial, so the list ends with it; checks after it were not looked at.
+///
+/// ```
+/// use rate_limit_core::{Chain, Limit, MemoryStore, Outcome, Principal, Store};
+/// use std::time::Duration;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let burst = Limit::fixed_window("burst", 1, Duration::from_secs(60))?;
+/// let day = Limit::fixed_window("day", 100, Duration::from_secs(86_400))?;
+/// let store = MemoryStore::new();
+/// let chain = Chain::new()
+///     .check(&burst, Principal::user("ann"))
+///     .check(&day, Principal::user("ann"));
+/// let first = store.check(&chain).await.unwrap();
+/// assert!(first.is_allowed());
+/// assert_eq!(first.headline().unwrap().remaining(), 0); // the burst limit is closest to exhaustion
+///
+/// let second = store.check(&chain).await.unwrap();
+/// let (index, why) = second.denied_by().unwrap();
+/// assert_eq!((index, why.outcome()), (0, Outcome::Denied));
+/// assert!(why.retry_after().unwrap() <= Duration::from_secs(60));
+/// assert_eq!(second.decisions().len(), 1); // in order: the day limit was not touched
+/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainDecision {
     // Inline up to four decisions: no allocation for the chains layers build.

@@ -42,6 +42,8 @@ pub enum ConfigErrorKind {
     RedirectInvalid,
     /// A network prefix length beyond the address (over 32 for IPv4, 128 for IPv6).
     PrefixInvalid,
+    /// A store that needs a Tokio runtime built outside one.
+    NoRuntime,
 }
 
 impl ConfigErrorKind {
@@ -66,6 +68,7 @@ impl ConfigErrorKind {
             Self::HashKeyInvalid => "principal.hash_key_invalid",
             Self::RedirectInvalid => "answer.redirect_invalid",
             Self::PrefixInvalid => "ip.prefix_invalid",
+            Self::NoRuntime => "store.no_runtime",
         }
     }
 }

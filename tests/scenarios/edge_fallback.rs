@@ -59,7 +59,8 @@ async fn missing_failing_and_slow_stores_count_in_memory_and_log_each_reason_onc
     for l in lines
         .lines()
         .iter()
-        .filter(|l| l.starts_with("rate_limit."))
+        // The example's start-up line names the Redis endpoint (127.0.0.1 too): not a key.
+        .filter(|l| l.starts_with("rate_limit.") && !l.starts_with("rate_limit.example.store "))
     {
         assert!(
             !l.contains("127.0.0.1") && !l.contains("ip:") && !l.contains("u:u1"),

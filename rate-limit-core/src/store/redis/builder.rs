@@ -64,7 +64,17 @@ impl RedisStoreBuilder {
 
     /// Builds the store: `redis.url_invalid` for a URL that does not parse,
     /// `store.invalid` for a bad prefix. Does not connect.
+    ///
+    /// Call it inside a Tokio runtime (the connections it prepares belong to one):
+    /// `store.no_runtime` otherwise, where redis-rs itself would panic.
     pub fn build(self) -> Result<RedisStore, ConfigError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::NoRuntime,
+                "runtime",
+                "build the Redis store inside a Tokio runtime (e.g. in #[tokio::main])",
+            ));
+        }
         if self.prefix.is_empty()
             || self.prefix.len() > MAX_PREFIX_LEN
             || !self.prefix.bytes().all(is_name_byte)

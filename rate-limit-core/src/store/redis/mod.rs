@@ -59,6 +59,33 @@
 //! *another* process, or a Redis that lost its data, shows here only once the cached
 //! retry-after has passed. If an operator must be able to lift a refusal at once from
 //! elsewhere, set `deny_cache(0)`.
+//!
+//! # Example
+//!
+//! ```
+//! use rate_limit_core::{Limiter, RedisStore};
+//! use std::time::Duration;
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), rate_limit_core::ConfigError> {
+//!     // Building connects nothing; the first check does.
+//!     let store = RedisStore::builder("redis://:secret@127.0.0.1:6379/0")
+//!         .prefix("quiz")
+//!         .response_timeout(Duration::from_millis(200))
+//!         .build()?;
+//!     assert_eq!(store.endpoint(), "redis 127.0.0.1:6379"); // no password: safe to log
+//!     let limiter = Limiter::shared(store.clone()); // what RateLimitLayer::new(store) uses
+//!     assert_eq!(limiter.name(), "redis 127.0.0.1:6379");
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Outside a Tokio runtime, building is an error with a stable code, not a panic:
+//!
+//! ```
+//! let err = rate_limit_core::RedisStore::builder("redis://127.0.0.1/").build().unwrap_err();
+//! assert_eq!(err.code(), "store.no_runtime");
+//! ```
 
 use std::fmt;
 use std::sync::Arc;
