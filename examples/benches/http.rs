@@ -10,6 +10,7 @@
 //! send their rate-limit headers. Figures: median over rounds of requests per second, and
 //! p50 / p99 latency.
 
+use rate_limit_testkit::redis::RedisServer as Redis;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -157,76 +158,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// A `redis-server` of the bench's own on a free port (never the machine's 6379), or
-/// `None` when none is installed: the Redis rows are then left out.
-struct Redis {
-    port: u16,
-    child: std::process::Child,
-}
-
-impl Redis {
-    fn start() -> Option<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .ok()?;
-        let r = Self { port, child };
-        let ready = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < ready {
-            if r.cli(&["PING"]).is_some_and(|s| s.trim() == "PONG") {
-                return Some(r);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn cli(&self, args: &[&str]) -> Option<String> {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .output()
-            .ok()?;
-        String::from_utf8(out.stdout).ok()
-    }
-
-    /// Commands clients sent since the last reset (the script's inner GET/SET/TIME are
-    /// counted by Redis but are not round trips: only EVALSHA and EVAL count here).
-    fn script_calls(&self) -> u64 {
-        let stats = self.cli(&["INFO", "commandstats"]).unwrap_or_default();
-        stats
-            .lines()
-            .filter_map(|l| l.strip_prefix("cmdstat_"))
-            .filter(|l| l.starts_with("evalsha:") || l.starts_with("eval:"))
-            .filter_map(|l| {
-                l.split(',')
-                    .next()?
-                    .split("calls=")
-                    .nth(1)?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Script calls clients sent since the last reset (the script's inner GET/SET/TIME are
+/// counted by Redis but are not round trips: only EVALSHA and EVAL count here).
+fn script_calls(redis: &Redis) -> u64 {
+    redis.command_calls("evalsha") + redis.command_calls("eval")
 }
 
 struct Row {
@@ -242,7 +177,8 @@ struct Row {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
-    let redis = Redis::start();
+    // A redis-server of the bench's own on a free port (never the machine's 6379).
+    let redis = Redis::try_start();
     if redis.is_none() {
         println!("redis-server not found: the Redis rows are left out");
     }
@@ -268,7 +204,7 @@ fn main() {
                 let f = load(server.addr, refused);
                 drop(server);
                 if let (Peer::Redis, Some(r)) = (peer, &redis) {
-                    commands += r.script_calls();
+                    commands += script_calls(r);
                     sent += f.sent;
                 }
                 println!(

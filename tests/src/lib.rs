@@ -1,6 +1,7 @@
 //! Shared support for the end-to-end tests: servers on real TCP listeners and clients.
 
-pub mod redis;
+/// The `redis-server` harness (shared with the benches).
+pub use rate_limit_testkit::redis;
 
 use std::net::SocketAddr;
 

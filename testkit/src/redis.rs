@@ -33,22 +33,47 @@ impl RedisServer {
         Self::start_with(free_port(), &[])
     }
 
-    /// Starts a server on `port` with extra arguments (e.g. `--cluster-enabled yes`).
-    pub fn start_with(port: u16, extra: &[&str]) -> Self {
+    /// Starts a standalone server on a free port, or `None` when `redis-server` is not
+    /// installed or does not come up (a bench then leaves its Redis rows out).
+    pub fn try_start() -> Option<Self> {
+        let port = free_port();
+        let mut s = Self::unstarted(port, &[]);
+        s.try_spawn().then_some(s)
+    }
+
+    fn unstarted(port: u16, extra: &[&str]) -> Self {
         let dir =
             std::env::temp_dir().join(format!("rate-limit-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let mut s = Self {
+        Self {
             port,
             dir,
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
             child: None,
-        };
+        }
+    }
+
+    /// Starts a server on `port` with extra arguments (e.g. `--cluster-enabled yes`).
+    ///
+    /// # Panics
+    ///
+    /// If `redis-server` is not installed or does not come up within 10 s.
+    pub fn start_with(port: u16, extra: &[&str]) -> Self {
+        let mut s = Self::unstarted(port, extra);
         s.spawn();
         s
     }
 
     fn spawn(&mut self) {
+        assert!(
+            self.try_spawn(),
+            "redis-server on port {} did not start (is it installed? .ci/run installs it)",
+            self.port
+        );
+    }
+
+    /// Spawns the process and waits until it answers `PING`.
+    fn try_spawn(&mut self) -> bool {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -58,24 +83,23 @@ impl RedisServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (.ci/run installs it)");
+            .spawn();
+        let Ok(child) = child else {
+            return false;
+        };
         self.child = Some(child);
-        self.wait_ready();
-    }
-
-    fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if self
                 .try_command(&["PING"])
                 .is_some_and(|r| r.contains("PONG"))
             {
-                return;
+                return true;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("redis-server on port {} did not start", self.port);
+        self.kill();
+        false
     }
 
     /// The port.
