@@ -25,6 +25,12 @@ pub enum ForwardedSource {
     Header(HeaderName),
     /// That header when the proxy set it, else `X-Forwarded-For` walked from the right
     /// (a proxy that sets `X-Real-IP` on some paths and appends to the list on others).
+    ///
+    /// **Two sources are a risk**: use this only when the proxy *always* overwrites or strips
+    /// the header. Behind a proxy that passes a client's own `X-Real-IP` through (and only
+    /// appends to `X-Forwarded-For`), a client names any address it likes and rotates out of
+    /// every IP limit. One source per deployment is the safe default: `XForwardedFor`
+    /// behind a proxy that appends, `Header` behind a platform that sets and strips it.
     HeaderThenXForwardedFor(HeaderName),
 }
 
