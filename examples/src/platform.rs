@@ -59,7 +59,8 @@ async fn login(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response
         Ok(ip) => ip,
         Err(r) => return RejectionResponse(r).into_response(),
     };
-    let chain = Chain::charge_all()
+    // Every attempt counts; one refused by the IP limit never reaches the account's.
+    let chain = Chain::count_attempts()
         .check(&s.login_ip, Principal::ip(ip))
         .check(
             &s.login_account,

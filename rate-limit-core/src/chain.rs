@@ -11,13 +11,18 @@ use crate::principal::Principal;
 /// | mode | a request refused by limit *i* | use it when |
 /// |---|---|---|
 /// | [`InOrder`](Self::InOrder) (default) | charges nothing anywhere; limits after *i* are not even read | always, unless you know why not |
+/// | [`CountAttempts`](Self::CountAttempts) | charges limits 1 to *i*, the refusing one included; limits after *i* are untouched | every attempt counts, but an attempt refused early must not count against later principals (sign-in: client IP, then account) |
 /// | [`ChargeAll`](Self::ChargeAll) | charges every limit, the refusing ones included | each counter must count every attempt, independently |
 ///
 /// `InOrder` is what a per-minute limit in front of a per-day limit needs: a client hammering
 /// a route while refused by the minute limit does not burn its daily allowance, and a
 /// request refused by the day limit does not eat into the minute limit either. `ChargeAll`
 /// behaves like a pipeline of independent counters (one `INCR` per limit): every attempt is
-/// counted by every limit, so a refused client keeps itself refused. Both cost one store
+/// counted by every limit, so a refused client keeps itself refused. `CountAttempts` sits
+/// between them: every attempt is counted by each limit it reaches, and a refusal stops it
+/// there. On a sign-in chain (client IP, then account) an attacker whose IP is exhausted
+/// keeps counting against its own IP but can no longer charge the victim's account, so it
+/// cannot lock the victim out from that IP; with `ChargeAll` it could. Each costs one store
 /// call. Do not move a caller from one to the other without checking that it does not rely
 /// on the short circuit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -30,6 +35,10 @@ pub enum ChainMode {
     /// Every limit is evaluated and charged, the refusing ones included (a cost a limit
     /// can never admit is still not charged to it). The first refusal in chain order decides.
     ChargeAll,
+    /// In order, every attempt counted: each limit up to and including the first refusal is
+    /// charged (the refusing one too, so hammering keeps a client refused); limits after it
+    /// are untouched. The first refusal decides.
+    CountAttempts,
 }
 
 /// One check of a chain: a key and the cost to charge it.
@@ -88,6 +97,16 @@ impl Chain {
         Self {
             checks: SmallVec::new(),
             mode: ChainMode::ChargeAll,
+        }
+    }
+
+    /// An empty chain in [`ChainMode::CountAttempts`]: sign-in and other chains where every
+    /// attempt counts, without letting an attempt refused early count against a later
+    /// principal.
+    pub fn count_attempts() -> Self {
+        Self {
+            checks: SmallVec::new(),
+            mode: ChainMode::CountAttempts,
         }
     }
 

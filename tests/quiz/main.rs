@@ -365,6 +365,35 @@ async fn rotating_x_real_ip_does_not_escape_the_ip_limit() {
     assert_eq!(allowed, 20, "the IP limit is 20 per 15 minutes");
 }
 
+/// No lockout by refused attempts: once an attacker's IP is exhausted, its further attempts
+/// on a victim's account are refused by the IP limit and charge the account nothing, so
+/// the victim, from another IP, signs in with the right password.
+#[tokio::test]
+async fn refused_attempts_cannot_lock_a_victim_out() {
+    let s = start(AnyStore::Memory(MemoryStore::new()), "127.0.0.0/8").await;
+    let http = client();
+    let sign_in = |ip: &'static str, email: String, password: &'static str| {
+        http.post(s.url("/auth/sign-in"))
+            .header("x-forwarded-for", ip)
+            .body(format!(
+                "{{\"email\":\"{email}\",\"password\":\"{password}\"}}"
+            ))
+            .send()
+    };
+    for i in 0..20 {
+        let r = sign_in("198.51.100.66", format!("someone{i}@example.com"), "guess").await;
+        assert_eq!(r.unwrap().status(), StatusCode::UNAUTHORIZED);
+    }
+    for _ in 0..10 {
+        let r = sign_in("198.51.100.66", "demo@example.com".into(), "guess").await;
+        assert_eq!(r.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    }
+    let r = sign_in("203.0.113.5", "demo@example.com".into(), "quiz")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "the victim is not locked out");
+}
+
 /// Requests a route would never serve (405 wrong method, 404 unknown path) spend none of
 /// its budget: every limit is a `route_layer`.
 #[tokio::test]

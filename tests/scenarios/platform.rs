@@ -42,6 +42,30 @@ async fn table(store: AnyStore) {
         "30 attempts per IP"
     );
     assert_eq!(r.headers()["ratelimit-limit"], "30");
+    // No lockout by refused attempts: this exhausted IP keeps trying the victim's account,
+    // and is refused by its own IP limit each time without charging the account...
+    for _ in 0..10 {
+        let r = login("victim@example.com").await.unwrap();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()["ratelimit-limit"], "30", "the IP limit refused");
+    }
+    // ...so the victim, from another address, is answered (401: the demo knows no
+    // passwords), not locked out.
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let r = elsewhere
+        .post(server.url("/login"))
+        .body("{\"email\":\"victim@example.com\",\"password\":\"x\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "the victim is not locked out"
+    );
 
     let things = |key: Option<&str>| {
         let mut b = http.get(server.url("/api/v1/things"));

@@ -119,6 +119,59 @@ async fn chains(store: &AnyStore) {
     }
 }
 
+/// `CountAttempts`: every attempt charges each limit it reaches, the refusing one too, and
+/// nothing after it. Sign-in's shape: client IP, then account — two principals, so on a
+/// Cluster two slot groups.
+async fn count_attempts(store: &AnyStore) {
+    for (ip_limit, account_limit) in every_algorithm("ca-ip", 3)
+        .iter()
+        .zip(every_algorithm("ca-acct", 5).iter())
+    {
+        let attacker = Principal::ip([198, 51, 100, 7].into());
+        let victim = Principal::user("victim");
+        let chain = Chain::count_attempts()
+            .check(ip_limit, attacker.clone())
+            .check(account_limit, victim.clone());
+        let (s, ds) = run(store, &chain, 6).await;
+        assert_eq!(s, "AAADDD", "{}", ip_limit.name());
+        assert_eq!(ds[4].decisions().len(), 1, "the account is not reached");
+        assert_eq!(
+            store
+                .peek(&account_limit.key(victim.clone()))
+                .await
+                .unwrap()
+                .remaining(),
+            2,
+            "only the 3 attempts the IP admitted reached the account, {}",
+            account_limit.name()
+        );
+        // The refused attempts were counted against the IP: it stays refused.
+        assert_eq!(
+            store
+                .peek(&ip_limit.key(attacker))
+                .await
+                .unwrap()
+                .remaining(),
+            0
+        );
+        // From another IP, the victim's account still has room.
+        let other = Chain::count_attempts()
+            .check(ip_limit, Principal::ip([203, 0, 113, 9].into()))
+            .check(account_limit, victim);
+        assert!(
+            store.check(&other).await.unwrap().is_allowed(),
+            "{}",
+            account_limit.name()
+        );
+    }
+    // A refusal by the later limit is charged too: every attempt counts.
+    for limit in every_algorithm("ca-one", 2) {
+        let chain = Chain::count_attempts().check(&limit, Principal::user("u"));
+        let (s, _) = run(store, &chain, 3).await;
+        assert_eq!(s, "AAD", "{}", limit.name());
+    }
+}
+
 async fn principals_in_different_slots(store: &AnyStore) {
     // Different principals hash to different Cluster slots: the chain runs group by group
     // and a refusal in a later group refunds the earlier one.
@@ -222,6 +275,7 @@ async fn suite(store: &AnyStore) {
     counting(store).await;
     costs(store).await;
     chains(store).await;
+    count_attempts(store).await;
     principals_in_different_slots(store).await;
     overdraw_and_reset(store).await;
     rollover_and_exact_retry(store).await;

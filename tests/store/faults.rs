@@ -189,3 +189,48 @@ async fn out_of_memory_under_noeviction_is_a_store_error() {
     server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
     assert!(store.check(&c).await.is_ok());
 }
+
+/// Redis at its memory cap with `noeviction`, under a flood of fresh keys, flaps between
+/// refusing writes (OOM) and answering. Before episodes, 3 s of this logged 67 WARN and 66
+/// INFO lines; now an episode is logged when it starts and when the store has answered
+/// for the quiet period, and the flood fits in one episode.
+#[tokio::test]
+async fn redis_at_its_memory_cap_logs_one_episode_not_one_line_per_flap() {
+    let logs = rate_limit_core::testing::LogCapture::global();
+    let server = RedisServer::start_with(
+        free_port(),
+        &["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"],
+    );
+    let store = RedisStore::builder(server.url()).build().unwrap();
+    // Named after its own port: other tests' stores log under other names.
+    let needle = format!("store={} ", store.endpoint());
+    let limiter = Limiter::shared(store);
+    let limit = Limit::fixed_window("oom-flood", 10, Duration::from_secs(60)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let (limiter, limit) = (limiter.clone(), limit.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut i, mut failed) = (0u64, 0u64);
+            while Instant::now() < deadline {
+                let chain = Chain::new().check(&limit, Principal::user(format!("u{t}-{i}")));
+                let answer = limiter.check(&chain, FailurePolicy::Memory).await;
+                failed += u64::from(answer.failure().is_some());
+                i += 1;
+            }
+            failed
+        }));
+    }
+    let mut failed = 0;
+    for t in tasks {
+        failed += t.await.unwrap();
+    }
+    assert!(failed > 0, "the flood reached the memory cap");
+    let fallback = logs.count("rate_limit.fallback", &needle);
+    let recovered = logs.count("rate_limit.recovered", &needle);
+    assert!(fallback >= 1, "the episode was logged");
+    assert!(
+        fallback + recovered <= 4,
+        "{fallback} fallback and {recovered} recovered lines for {failed} failed checks"
+    );
+}

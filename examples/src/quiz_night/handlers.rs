@@ -56,7 +56,9 @@ struct SignIn {
 }
 
 /// Client IP, then account, as ONE chain inside the handler (the account is in the body).
-/// Every attempt counts, right or wrong; fails closed.
+/// Every attempt counts, right or wrong, against each limit it reaches; an attempt the IP
+/// limit refuses stops there and charges nothing to the account, so an exhausted IP cannot
+/// lock anyone out. Fails closed.
 pub(super) async fn sign_in(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response {
     let Ok(creds) = serde_json::from_slice::<SignIn>(&body) else {
         return error(
@@ -69,7 +71,7 @@ pub(super) async fn sign_in(State(s): State<AppState>, parts: Parts, body: Bytes
         Err(r) => return RejectionResponse(r).into_response(),
     };
     let account = creds.email.trim().to_lowercase();
-    let chain = Chain::charge_all()
+    let chain = Chain::count_attempts()
         .check(&s.limits.sign_in_ip, Principal::ip(ip))
         .check(
             &s.limits.sign_in_account,

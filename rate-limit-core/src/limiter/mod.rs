@@ -12,9 +12,12 @@
 //! - **Cool-down** (default 1 s): after a failure the store is skipped and the policy
 //!   applies at once, so an outage does not cost every request the whole timeout.
 //! - **Policy** ([`FailurePolicy`]): closed (refuse), memory (count in this process), open.
-//! - **Logs**: `rate_limit.fallback` (warn) once per store and reason (`missing`, `failed`,
-//!   `timed_out`), again only after the store has recovered (`rate_limit.recovered`, info)
-//!   and failed anew. Fields: `store`, `reason`, `policy`, `error`. Never a key or any
+//! - **Logs, once per episode**: `rate_limit.fallback` (warn) once per store and reason
+//!   (`missing`, `failed`, `timed_out`) when an episode of trouble starts, and
+//!   `rate_limit.recovered` (info) once when it ends. An episode ends only after the store
+//!   has answered for a quiet period (default 5 s) without failing: a store flapping at its
+//!   memory cap logs one line per reason, not one per flap. Requests are served by the
+//!   store again from its first good answer; only the logging waits. Fields: `store`, `reason`, `policy`, `error`. Never a key or any
 //!   client input.
 //!
 //! One store, one limiter: `Limiter::from(store)` (what `RateLimitLayer::new(store)` calls)
@@ -65,6 +68,8 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 pub const DEFAULT_RETRIES: u32 = 2;
 /// The default cool-down after a failure.
 pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(1);
+/// How long a store must answer without failing before an episode of trouble ends.
+pub const DEFAULT_QUIET_PERIOD: Duration = Duration::from_secs(5);
 const FALLBACK_KEYS: usize = 100_000;
 
 /// A store with a time budget, retries, a cool-down and a fallback. Cheap to clone;
@@ -88,6 +93,7 @@ struct Inner<S> {
     retries: u32,
     retry_delay: Duration,
     cooldown: Duration,
+    quiet: Duration,
     fallback: MemoryStore,
     health: Health,
 }
@@ -109,7 +115,10 @@ struct Health {
     /// 0 while healthy; otherwise the end of the cool-down, in µs since `anchor`, plus 1.
     down_until: AtomicU64,
     down_reason: AtomicU8,
+    /// The reasons logged in the current episode (0: no episode).
     logged: AtomicU8,
+    /// 0, or the start of the current stretch of good answers in µs since `anchor`, plus 1.
+    healthy_since: AtomicU64,
 }
 
 /// Builds a [`Limiter`].
@@ -122,6 +131,7 @@ pub struct LimiterBuilder<S> {
     retries: u32,
     retry_delay: Duration,
     cooldown: Duration,
+    quiet: Duration,
     fallback: Option<MemoryStore>,
 }
 
@@ -156,6 +166,13 @@ impl<S: Store> LimiterBuilder<S> {
         self
     }
 
+    /// How long the store must answer without failing before an episode of trouble ends and
+    /// `rate_limit.recovered` is logged (default 5 s).
+    pub fn quiet_period(mut self, quiet: Duration) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
     /// The in-process store used by [`FailurePolicy::Memory`] (default: a memory store
     /// capped at 100 000 keys).
     pub fn fallback(mut self, fallback: MemoryStore) -> Self {
@@ -184,12 +201,14 @@ impl<S: Store> LimiterBuilder<S> {
                 retries: self.retries,
                 retry_delay: self.retry_delay,
                 cooldown: self.cooldown,
+                quiet: self.quiet,
                 fallback,
                 health: Health {
                     anchor: Instant::now(),
                     down_until: AtomicU64::new(0),
                     down_reason: AtomicU8::new(0),
                     logged: AtomicU8::new(0),
+                    healthy_since: AtomicU64::new(0),
                 },
             }),
         })
@@ -266,6 +285,7 @@ impl<S: Store> Limiter<S> {
             retries: DEFAULT_RETRIES,
             retry_delay: DEFAULT_RETRY_DELAY,
             cooldown: DEFAULT_COOLDOWN,
+            quiet: DEFAULT_QUIET_PERIOD,
             fallback: None,
         }
     }
@@ -430,6 +450,7 @@ impl<S: Store> Limiter<S> {
 
     fn failed(&self, reason: FailureReason, error: Option<&StoreError>) {
         let h = &self.inner.health;
+        h.healthy_since.store(0, Ordering::Relaxed);
         if !self.inner.cooldown.is_zero() {
             let cool = u64::try_from(self.inner.cooldown.as_micros()).unwrap_or(u64::MAX);
             h.down_reason.store(reason.bit(), Ordering::Relaxed);
@@ -459,7 +480,27 @@ impl<S: Store> Limiter<S> {
         if h.down_until.load(Ordering::Relaxed) != 0 {
             h.down_until.store(0, Ordering::Release);
         }
-        if h.logged.load(Ordering::Relaxed) != 0 && h.logged.swap(0, Ordering::AcqRel) != 0 {
+        if h.logged.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        // In an episode: it ends once the store has answered for the quiet period.
+        let now = self.now_us().saturating_add(1);
+        let since = h.healthy_since.load(Ordering::Relaxed);
+        if since == 0 {
+            let _ = h
+                .healthy_since
+                .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+            if !self.inner.quiet.is_zero() {
+                return;
+            }
+        }
+        let quiet = u64::try_from(self.inner.quiet.as_micros()).unwrap_or(u64::MAX);
+        let since = h.healthy_since.load(Ordering::Relaxed);
+        if since != 0
+            && now.saturating_sub(since) >= quiet
+            && h.logged.swap(0, Ordering::AcqRel) != 0
+        {
+            h.healthy_since.store(0, Ordering::Relaxed);
             tracing::info!(
                 name: "rate_limit.recovered",
                 store = %self.inner.name,

@@ -7,6 +7,13 @@ use super::{AnyStore, StoreError, StoreErrorKind};
 
 /// Remembers delivery ids, so a webhook delivered twice is processed once.
 ///
+/// - **Redis**: one `SET NX PX` per id; the id lives its whole TTL (mind `maxmemory`).
+/// - **Memory store**: at most [`max_keys`](crate::store::memory::MemoryStoreBuilder::max_keys)
+///   ids (default 1 000 000: a day of a site receiving 11 deliveries a second on average).
+///   Expired ids leave first; at the cap the oldest live id is forgotten, in amortized
+///   constant time at any size. A redelivery of a forgotten id is processed again: size the
+///   cap for the TTL times your peak delivery rate if that must not happen.
+///
 /// ```
 /// use rate_limit_core::{Dedupe, MemoryStore};
 /// use std::time::Duration;

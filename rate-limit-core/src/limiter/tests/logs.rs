@@ -1,4 +1,5 @@
-//! `rate_limit.fallback` once per store and reason; again after recovery; never a key.
+//! `rate_limit.fallback` once per store, reason and episode; an episode ends after a quiet
+//! period of good answers; never a key.
 
 use std::time::Duration;
 
@@ -46,9 +47,14 @@ async fn each_store_and_reason_is_logged_once_and_again_after_recovery() {
     }
     assert_eq!(capture.count("rate_limit.fallback", "store=logs-"), 6);
 
-    // Recovery is logged once; a new failure is logged again.
+    // Recovery is logged once, after the quiet period; a new failure is logged again.
     let (store, limiter) = &stores[0];
     store.set(Mode::Works);
+    for _ in 0..3 {
+        limiter.check(&chain, FailurePolicy::Memory).await;
+    }
+    assert_eq!(capture.count("rate_limit.recovered", "store=logs-alpha"), 0);
+    tokio::time::advance(super::super::DEFAULT_QUIET_PERIOD).await;
     for _ in 0..3 {
         limiter.check(&chain, FailurePolicy::Memory).await;
     }
@@ -71,4 +77,45 @@ async fn each_store_and_reason_is_logged_once_and_again_after_recovery() {
             "{fields}"
         );
     }
+}
+
+/// A store flapping between failing and answering (Redis at its memory cap) is one episode:
+/// one line when it starts, one when it has stayed healthy for the quiet period.
+#[tokio::test(start_paused = true)]
+async fn a_flapping_store_logs_one_episode() {
+    let capture = LogCapture::global();
+    let limit = Limit::fixed_window("flap", 1_000_000, Duration::from_secs(60)).unwrap();
+    let chain = Chain::new().check(&limit, Principal::participant("p"));
+    let store = Faulty::new();
+    let limiter = Limiter::builder(store.clone())
+        .name("flapping-logs")
+        .cooldown(Duration::ZERO)
+        .build()
+        .unwrap();
+    for i in 0..200 {
+        store.set(if i % 3 == 0 {
+            Mode::Fails(StoreErrorKind::Rejected)
+        } else {
+            Mode::Works
+        });
+        limiter.check(&chain, FailurePolicy::Memory).await;
+        tokio::time::advance(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        capture.count("rate_limit.fallback", "store=flapping-logs"),
+        1
+    );
+    assert_eq!(
+        capture.count("rate_limit.recovered", "store=flapping-logs"),
+        0
+    );
+    store.set(Mode::Works);
+    for _ in 0..7 {
+        limiter.check(&chain, FailurePolicy::Memory).await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        capture.count("rate_limit.recovered", "store=flapping-logs"),
+        1
+    );
 }

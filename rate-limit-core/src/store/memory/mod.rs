@@ -31,8 +31,10 @@ use crate::limit::Params;
 use super::{Dedupe, Store, StoreError};
 use crate::key::local_digest;
 
+mod seen;
 mod shard;
 
+use seen::Seen;
 use shard::Shard;
 
 /// The default key cap: one million keys (about 50 MB at most).
@@ -72,8 +74,8 @@ struct Inner {
     max_keys: usize,
     sweep_every: u32,
     evictions: AtomicU64,
-    /// Delivery ids for [`Dedupe`]: id digest → expiry (µs).
-    dedupe: Mutex<std::collections::HashMap<[u64; 2], u64>>,
+    /// Delivery ids for [`Dedupe`].
+    dedupe: Mutex<Seen>,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -152,7 +154,7 @@ impl MemoryStoreBuilder {
                 max_keys: self.max_keys,
                 sweep_every,
                 evictions: AtomicU64::new(0),
-                dedupe: Mutex::new(std::collections::HashMap::new()),
+                dedupe: Mutex::new(Seen::new(self.max_keys)),
             }),
         })
     }
@@ -236,7 +238,7 @@ impl MemoryStore {
     pub fn check_now(&self, chain: &Chain) -> ChainDecision {
         let charge = match chain.chain_mode() {
             ChainMode::InOrder => Charge::IfFits,
-            ChainMode::ChargeAll => Charge::Always,
+            ChainMode::ChargeAll | ChainMode::CountAttempts => Charge::Always,
         };
         match chain.checks() {
             [] => ChainDecision::new(Vec::new()),
@@ -332,9 +334,13 @@ impl MemoryStore {
                 }
                 return ChainDecision::from_decisions(decisions);
             }
+            if !allowed && mode == ChainMode::CountAttempts {
+                // Charged up to here, the refusal included; the later limits untouched.
+                break;
+            }
         }
         let result = ChainDecision::from_decisions(decisions);
-        if result.is_allowed() || mode == ChainMode::ChargeAll {
+        if result.is_allowed() || mode != ChainMode::InOrder {
             for (i, next) in pending.into_iter().enumerate() {
                 if let Some(next) = next {
                     let params = checks[i].key().params();
@@ -389,25 +395,13 @@ impl Dedupe for MemoryStore {
         let now = self.inner.clock.now_micros();
         let until = now.saturating_add(u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX));
         let d = local_digest(b"dedupe", id.as_bytes());
-        let mut map = self
+        // Bounded like the counters: expired ids go first, then the oldest; O(1) amortized.
+        Ok(self
             .inner
             .dedupe
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if map.get(&d).is_some_and(|&exp| exp > now) {
-            return Ok(false);
-        }
-        if map.len() >= self.inner.max_keys {
-            // Bounded like the counters: expired ids go first, then the oldest.
-            map.retain(|_, exp| *exp > now);
-            if map.len() >= self.inner.max_keys
-                && let Some(oldest) = map.iter().min_by_key(|(_, e)| **e).map(|(k, _)| *k)
-            {
-                map.remove(&oldest);
-            }
-        }
-        map.insert(d, until);
-        Ok(true)
+            .unwrap_or_else(PoisonError::into_inner)
+            .first_seen(d, now, until))
     }
 
     async fn release(&self, id: &str) -> Result<(), StoreError> {
@@ -416,7 +410,7 @@ impl Dedupe for MemoryStore {
             .dedupe
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&d);
+            .release(&d);
         Ok(())
     }
 }

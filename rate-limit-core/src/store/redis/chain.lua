@@ -3,7 +3,8 @@
 -- rate-limit-core's algorithms (src/algorithm/*.rs); keep the two in step.
 --
 -- KEYS[i]  the key of check i (all in one hash slot)
--- ARGV[1]  mode: 0 in order, all or nothing; 1 charge every limit; 2 overdraw
+-- ARGV[1]  mode: 0 in order, all or nothing; 1 charge every limit; 2 overdraw;
+--           3 count attempts: charge in order up to and including the first refusal
 -- ARGV[2]  TTL slack in milliseconds
 -- ARGV[3 + 4(i-1) ..]  per check: algorithm (1 fixed, 2 sliding, 3 log, 4 bucket),
 --                      quota or capacity, window or emission interval (us), cost
@@ -191,7 +192,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local mode = tonumber(ARGV[1])
 local slack = tonumber(ARGV[2])
 local charge = IFFITS
-if mode == 1 then charge = ALWAYS elseif mode == 2 then charge = OVERDRAW end
+if mode == 1 or mode == 3 then charge = ALWAYS elseif mode == 2 then charge = OVERDRAW end
 
 local n = #KEYS
 local stored, pending, expiry, params, out = {}, {}, {}, {}, {}
@@ -210,6 +211,8 @@ for i = 1, n do
   out[i] = d
   if nx then pending[key] = nx; expiry[key] = exp end
   if d[1] ~= 0 and mode == 0 then denied_at = i break end
+  -- Counting attempts: charged up to here, the refusal included; nothing after it.
+  if d[1] ~= 0 and mode == 3 then break end
 end
 
 if denied_at then

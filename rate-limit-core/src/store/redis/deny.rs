@@ -3,9 +3,9 @@
 //! the refusal, the cost refused, the limit's version and the key's parameters; bounded,
 //! in shards.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
 
 use smallvec::SmallVec;
@@ -40,6 +40,11 @@ pub(crate) struct DenyCache {
     len: AtomicUsize,
     hits: AtomicU64,
     anchor: Instant,
+    /// Limits this process has seen in an in-order chain split across Cluster slot groups.
+    /// Other requests' refunds can give their keys room back, so a refusal of theirs is
+    /// not the kind that only time undoes: never cached.
+    refundable: RwLock<HashSet<Box<str>>>,
+    any_refundable: AtomicBool,
 }
 
 fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -56,6 +61,8 @@ impl DenyCache {
             len: AtomicUsize::new(0),
             hits: AtomicU64::new(0),
             anchor: Instant::now(),
+            refundable: RwLock::new(HashSet::new()),
+            any_refundable: AtomicBool::new(false),
         }
     }
 
@@ -67,6 +74,36 @@ impl DenyCache {
     fn shard(&self, digest: &[u64; 2]) -> &Mutex<Shard> {
         // The low bits of the second word: the table hashes on both.
         &self.shards[usize::try_from(digest[1] % SHARDS as u64).unwrap_or(0)]
+    }
+
+    /// Notes that `chain`'s limits take part in a chain split across slot groups, whose
+    /// refunds can give their keys room back: their refusals are not cached from now on.
+    pub(crate) fn mark_refundable(&self, chain: &Chain) {
+        let names = || chain.checks().iter().map(|c| c.key().limit().name());
+        {
+            let set = self
+                .refundable
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if names().all(|n| set.contains(n)) {
+                return;
+            }
+        }
+        let mut set = self
+            .refundable
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        set.extend(names().map(Box::from));
+        self.any_refundable.store(true, Ordering::Release);
+    }
+
+    fn is_refundable(&self, limit: &str) -> bool {
+        self.any_refundable.load(Ordering::Acquire)
+            && self
+                .refundable
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(limit)
     }
 
     /// How many checks were answered here instead of by Redis.
@@ -91,7 +128,11 @@ impl DenyCache {
             let Some(e) = shard.get(&digest) else {
                 continue;
             };
-            if now >= e.until || e.version != key.limit().version() || e.params != key.params() {
+            if now >= e.until
+                || e.version != key.limit().version()
+                || e.params != key.params()
+                || self.is_refundable(key.limit().name())
+            {
                 shard.remove(&digest);
                 self.len.fetch_sub(1, Ordering::Relaxed);
                 continue;
@@ -130,6 +171,9 @@ impl DenyCache {
             return;
         };
         let key = check.key();
+        if self.is_refundable(key.limit().name()) {
+            return;
+        }
         let digest = key.digest();
         let entry = Entry {
             until: sent.saturating_add(u64::try_from(retry.as_micros()).unwrap_or(u64::MAX)),

@@ -45,6 +45,11 @@
 //! other clients' traffic can only use up more, so a key refused for a cost stays refused
 //! for that cost until its retry-after (a cached refusal answers only the same cost); the
 //! local countdown starts when the command was sent, so it lapses no later than Redis's.
+//! It holds only refusals that nothing but time can undo. On a Cluster, a limit this
+//! process has seen in an in-order chain split across slot groups is never cached: another
+//! request's refund can give its key room back before the retry-after (measured before this
+//! rule: a visitor's burst on one game left `ask-burst` refused from the cache for 27 s on
+//! a fresh game while Redis held 15 of 20). Standalone Redis never splits a chain.
 //! It applies only to [`ChainMode::InOrder`] chains (in `ChargeAll` a refusal still
 //! charges the other limits) whose checks before the refused one are the keys they were;
 //! their decisions in the headers are the ones Redis reported, counted down. An entry is dropped when the limit
@@ -250,6 +255,7 @@ impl RedisStore {
         let mode = match chain.chain_mode() {
             ChainMode::InOrder => Mode::InOrder,
             ChainMode::ChargeAll => Mode::ChargeAll,
+            ChainMode::CountAttempts => Mode::CountAttempts,
         };
         let checks = chain.checks();
         let names: Vec<String> = checks.iter().map(|c| self.key_name(c.key())).collect();
@@ -264,6 +270,9 @@ impl RedisStore {
                 groups.push(start..i);
                 start = i;
             }
+        }
+        if let (Some(cache), true) = (&self.inner.deny, groups.len() > 1 && mode == Mode::InOrder) {
+            cache.mark_refundable(chain);
         }
         let sent = self.inner.deny.as_ref().map(DenyCache::now);
         let mut decisions = Vec::with_capacity(checks.len());
@@ -292,6 +301,10 @@ impl RedisStore {
                         );
                     }
                 }
+                break;
+            }
+            if refused && mode == Mode::CountAttempts {
+                // The groups charged so far stay charged; later groups are not sent.
                 break;
             }
             charged.push((g, now, args));

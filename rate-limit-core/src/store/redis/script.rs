@@ -23,6 +23,8 @@ pub(super) enum Mode {
     ChargeAll = 1,
     /// A cost known after the work: always charged, overdrawing if need be.
     Overdraw = 2,
+    /// Every limit charged in order up to and including the first refusal; none after it.
+    CountAttempts = 3,
 }
 
 impl Mode {
