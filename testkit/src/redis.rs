@@ -178,6 +178,12 @@ pub struct RedisCluster {
 impl RedisCluster {
     /// Starts three cluster-enabled servers and joins them (`redis-cli --cluster create`).
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// The same, with extra arguments for every node (e.g.
+    /// `--cluster-require-full-coverage no`).
+    pub fn start_with(extra: &[&str]) -> Self {
         let mut ports = Vec::new();
         while ports.len() < 3 {
             let p = free_port();
@@ -189,17 +195,16 @@ impl RedisCluster {
             .iter()
             .map(|&p| {
                 let conf = format!("nodes-{p}.conf");
-                RedisServer::start_with(
-                    p,
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        &conf,
-                        "--cluster-node-timeout",
-                        "2000",
-                    ],
-                )
+                let mut args = vec![
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    &conf,
+                    "--cluster-node-timeout",
+                    "2000",
+                ];
+                args.extend_from_slice(extra);
+                RedisServer::start_with(p, &args)
             })
             .collect();
         let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
@@ -241,6 +246,33 @@ impl RedisCluster {
     /// The nodes.
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
+    }
+
+    /// The nodes, to kill or restart one.
+    pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.nodes
+    }
+
+    /// The slot ranges each master owns, by port, as `CLUSTER NODES` on `asked` reports.
+    pub fn slot_owners(&self, asked: usize) -> Vec<(u16, Vec<(u16, u16)>)> {
+        self.nodes[asked]
+            .cli(&["CLUSTER", "NODES"])
+            .lines()
+            .filter(|l| l.contains("master"))
+            .filter_map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                let port = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+                let ranges = fields
+                    .iter()
+                    .skip(8)
+                    .filter_map(|r| {
+                        let (a, b) = r.split_once('-').unwrap_or((r, r));
+                        Some((a.parse().ok()?, b.parse().ok()?))
+                    })
+                    .collect();
+                Some((port, ranges))
+            })
+            .collect()
     }
 }
 
@@ -286,4 +318,20 @@ impl RedisServer {
                 .expect("a valid URL"),
         )
     }
+}
+
+/// The Cluster hash slot of every key of a principal (its rendering is the key's hash tag).
+pub fn principal_slot(principal: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in principal.as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
 }

@@ -6,6 +6,7 @@ mod conformance;
 mod deny_cache;
 mod exactness;
 mod faults;
+mod node_down;
 mod redis_only;
 mod secrets;
 mod support;

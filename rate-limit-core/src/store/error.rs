@@ -47,6 +47,7 @@ pub struct StoreError {
     kind: StoreErrorKind,
     message: &'static str,
     source: Option<Box<dyn StdError + Send + Sync>>,
+    domain: Option<u32>,
 }
 
 impl StoreError {
@@ -56,7 +57,20 @@ impl StoreError {
             kind,
             message,
             source: None,
+            domain: None,
         }
+    }
+
+    /// Says which failure domain failed (a Redis Cluster node; see [`Domains`](crate::store::Domains)).
+    #[must_use]
+    pub fn with_domain(mut self, domain: u32) -> Self {
+        self.domain = Some(domain);
+        self
+    }
+
+    /// The failure domain that failed, when the store knows it.
+    pub fn domain(&self) -> Option<u32> {
+        self.domain
     }
 
     /// Attaches the underlying error.

@@ -13,6 +13,7 @@ use crate::decision::{ChainDecision, Decision};
 use crate::key::Key;
 
 mod dedupe;
+mod domains;
 mod error;
 pub mod memory;
 #[cfg(feature = "redis")]
@@ -22,6 +23,7 @@ pub mod redis;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
 pub use dedupe::Dedupe;
+pub use domains::Domains;
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 
@@ -58,6 +60,20 @@ pub trait Store: Send + Sync + 'static {
         let _ = chain;
         None
     }
+
+    /// The failure domains `chain` depends on: the nodes of a Redis Cluster that own its
+    /// keys. The [`Limiter`](crate::Limiter) keeps health, cool-down and logs per domain, so
+    /// that one node's failure is not every key's. Default: the whole store, one domain.
+    fn failure_domains(&self, chain: &Chain) -> Domains {
+        let _ = chain;
+        Domains::WHOLE
+    }
+
+    /// A domain's name for logs (a node's `host:port`), never a key or a password.
+    fn domain_name(&self, domain: u32) -> Option<String> {
+        let _ = domain;
+        None
+    }
 }
 
 impl<S: Store> Store for Arc<S> {
@@ -79,6 +95,12 @@ impl<S: Store> Store for Arc<S> {
     fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
         (**self).try_check(chain)
     }
+    fn failure_domains(&self, chain: &Chain) -> Domains {
+        (**self).failure_domains(chain)
+    }
+    fn domain_name(&self, domain: u32) -> Option<String> {
+        (**self).domain_name(domain)
+    }
 }
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -92,6 +114,8 @@ trait DynStore: Send + Sync + 'static {
     fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<Decision, StoreError>>;
     fn reset_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<(), StoreError>>;
     fn try_check_dyn(&self, chain: &Chain) -> Option<ChainDecision>;
+    fn failure_domains_dyn(&self, chain: &Chain) -> Domains;
+    fn domain_name_dyn(&self, domain: u32) -> Option<String>;
 }
 
 impl<S: Store> DynStore for S {
@@ -112,6 +136,12 @@ impl<S: Store> DynStore for S {
     }
     fn try_check_dyn(&self, chain: &Chain) -> Option<ChainDecision> {
         self.try_check(chain)
+    }
+    fn failure_domains_dyn(&self, chain: &Chain) -> Domains {
+        self.failure_domains(chain)
+    }
+    fn domain_name_dyn(&self, domain: u32) -> Option<String> {
+        self.domain_name(domain)
     }
 }
 
@@ -155,6 +185,12 @@ impl Store for BoxStore {
     }
     fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
         self.inner.try_check_dyn(chain)
+    }
+    fn failure_domains(&self, chain: &Chain) -> Domains {
+        self.inner.failure_domains_dyn(chain)
+    }
+    fn domain_name(&self, domain: u32) -> Option<String> {
+        self.inner.domain_name_dyn(domain)
     }
 }
 
@@ -259,6 +295,22 @@ impl Store for AnyStore {
             #[cfg(feature = "redis")]
             Self::Redis(s) => s.try_check(chain),
             Self::Boxed(s) => s.try_check(chain),
+        }
+    }
+    fn failure_domains(&self, chain: &Chain) -> Domains {
+        match self {
+            Self::Memory(_) => Domains::WHOLE,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.failure_domains(chain),
+            Self::Boxed(s) => s.failure_domains(chain),
+        }
+    }
+    fn domain_name(&self, domain: u32) -> Option<String> {
+        match self {
+            Self::Memory(_) => None,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.domain_name(domain),
+            Self::Boxed(s) => s.domain_name(domain),
         }
     }
 }

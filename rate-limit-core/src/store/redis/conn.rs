@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, FromRedisValue, RedisError, RedisResult, ScriptInvocation, Value};
+use redis::{Cmd, FromRedisValue, RedisResult, ScriptInvocation, Value};
 
 use crate::error::ConfigError;
 
@@ -55,9 +55,7 @@ impl Conn {
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 let mut con = c.get().await?;
-                let r = inv.invoke_async(&mut con).await;
-                c.after(&r).await;
-                r
+                inv.invoke_async(&mut con).await
             }
         }
     }
@@ -68,9 +66,7 @@ impl Conn {
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 let mut con = c.get().await?;
-                let r = cmd.query_async(&mut con).await;
-                c.after(&r).await;
-                r
+                cmd.query_async(&mut con).await
             }
         }
     }
@@ -120,12 +116,6 @@ fn collect_values(v: &Value, param: &str, out: &mut Vec<String>) {
     }
 }
 
-/// Whether an error means the connection should be rebuilt.
-#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-fn broken(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped()
-}
-
 #[cfg(feature = "cluster")]
 mod cluster {
     use std::time::Duration;
@@ -137,9 +127,11 @@ mod cluster {
 
     use crate::error::ConfigError;
 
-    use super::{broken, url_error};
+    use super::url_error;
 
-    /// The cluster client, connected on first use and again after a broken connection.
+    /// The cluster client, connected on first use. One node's broken connection is the
+    /// client's to mend (it reconnects to that node alone): dropping the whole connection
+    /// would make every key pay for one node's failure.
     pub(in crate::store::redis) struct Lazy {
         client: ClusterClient,
         con: RwLock<Option<ClusterConnection>>,
@@ -182,14 +174,6 @@ mod cluster {
                     })??;
             *slot = Some(con.clone());
             Ok(con)
-        }
-
-        pub(super) async fn after<T>(&self, r: &RedisResult<T>) {
-            if let Err(e) = r
-                && broken(e)
-            {
-                *self.con.write().await = None;
-            }
         }
     }
 }

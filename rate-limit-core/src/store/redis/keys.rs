@@ -18,7 +18,7 @@ pub(super) fn render(prefix: &str, key: &Key) -> String {
 }
 
 /// CRC16/XMODEM, as Redis Cluster computes slots.
-fn crc16(data: &[u8]) -> u16 {
+pub(super) fn crc16(data: &[u8]) -> u16 {
     let mut crc: u16 = 0;
     for &b in data {
         crc ^= u16::from(b) << 8;
@@ -31,6 +31,11 @@ fn crc16(data: &[u8]) -> u16 {
         }
     }
     crc
+}
+
+/// The Cluster hash slot of every key of `principal` (the principal is the hash tag).
+pub(super) fn principal_slot(principal: &str) -> u16 {
+    crc16(principal.as_bytes()) % 16_384
 }
 
 /// The Cluster hash slot of a key name (honouring its `{tag}`).
@@ -58,5 +63,6 @@ mod tests {
         assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
         assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
         assert_eq!(slot("foo{{bar}}zap"), slot("{bar"));
+        assert_eq!(slot("rl:v2:{u:alice}:poll"), principal_slot("u:alice"));
     }
 }

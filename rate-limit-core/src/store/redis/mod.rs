@@ -19,8 +19,14 @@
 //!   text; its keys expire on their own.
 //! - **Cluster**: each key is hash-tagged by its own principal. A chain whose keys fall
 //!   in different slots runs slot group by slot group (consecutive checks of one slot
-//!   form a group), in chain order, one call each. When a later group refuses, what the
-//!   earlier groups charged is refunded by a compensating script. This is **not atomic
+//!   form a group), in chain order, one call each. When a later group refuses or fails,
+//!   what the earlier groups charged is refunded by a compensating script.
+//! - **A node down costs only its keys**: each master is a failure domain (its slots, read
+//!   with `CLUSTER SLOTS` in the background), so the [`Limiter`](crate::Limiter) cools down
+//!   and falls back for that node's keys alone, and one node's broken connection never
+//!   drops the others. Run the Cluster with `cluster-require-full-coverage no`: with the
+//!   default `yes`, Redis itself refuses *every* key about one node timeout after a master
+//!   dies, and no client can help that. This is **not atomic
 //!   across slots**: between a group's charge and its refund, a concurrent request may see
 //!   the charge and be refused; a crash between them leaves the charge in place until the
 //!   window passes. Within a slot group it is exact.
@@ -101,7 +107,7 @@ use redis::{Script, Value};
 use crate::chain::{Chain, ChainMode, Check};
 use crate::decision::{ChainDecision, Decision};
 use crate::key::Key;
-use crate::store::{Dedupe, Store, StoreError};
+use crate::store::{Dedupe, Domains, Store, StoreError};
 
 mod builder;
 mod conn;
@@ -109,12 +115,14 @@ mod deny;
 mod error;
 mod keys;
 mod script;
+mod topology;
 
 pub use builder::RedisStoreBuilder;
 use conn::Conn;
 use deny::DenyCache;
 use error::{bad_answer, classify, store_error};
 use script::{Mode, decode, invocation, push_params};
+use topology::Topology;
 
 /// The version of the key layout and stored state, written after the prefix in every key
 /// name (see the [module docs](self)).
@@ -134,6 +142,8 @@ struct Inner {
     chain: Script,
     refund: Script,
     deny: Option<DenyCache>,
+    /// A Cluster's slot owners: its failure domains.
+    topology: Topology,
 }
 
 impl fmt::Debug for RedisStore {
@@ -243,6 +253,28 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Reads the Cluster's slot map again in the background when it is due (`urgent`: after
+    /// a failure). Never on a request's path.
+    fn refresh_topology(&self, urgent: bool) {
+        if !self.inner.conn.is_cluster() || !self.inner.topology.claim(urgent) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.inner.topology.done();
+            return;
+        };
+        let store = self.clone();
+        rt.spawn(async move {
+            let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
+            if let Ok(v) = store.inner.conn.query::<Value>(&cmd).await
+                && let Some(map) = topology::Map::parse(&v)
+            {
+                store.inner.topology.set(map);
+            }
+            store.inner.topology.done();
+        });
+    }
+
     fn dedupe_key(&self, id: &str) -> String {
         let p = crate::principal::Principal::new(
             crate::PrincipalKind::custom("dedupe").unwrap_or(crate::PrincipalKind::Global),
@@ -282,7 +314,28 @@ impl RedisStore {
             for c in &checks[g.clone()] {
                 push_params(&mut args, c.key(), c.cost());
             }
-            let (now, ds) = self.run(&names[g.clone()], mode, &args).await?;
+            let (now, ds) = match self.run(&names[g.clone()], mode, &args).await {
+                Ok(answer) => answer,
+                Err(e) => {
+                    if !self.inner.conn.is_cluster() {
+                        return Err(e);
+                    }
+                    // One node failed: say which, look at the slot map again soon, and give
+                    // back what the groups before it charged (in order, nothing may stay).
+                    self.refresh_topology(true);
+                    if mode == Mode::InOrder {
+                        for (range, at, args) in charged.iter().rev() {
+                            self.refund(&names[range.clone()], *at, args).await;
+                        }
+                    }
+                    let slot = keys::slot(&names[g.start]);
+                    let domain = self.inner.topology.domains(std::iter::once(slot));
+                    return Err(match domain.iter().next() {
+                        Some(d) if d != 0 => e.with_domain(d),
+                        _ => e,
+                    });
+                }
+            };
             let refused = ds.iter().any(|d| !d.is_allowed());
             decisions.extend(ds);
             if refused && mode == Mode::InOrder {
@@ -374,5 +427,24 @@ impl Store for RedisStore {
     /// A refusal from the deny cache, if it holds one for this chain.
     fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
         self.inner.deny.as_ref()?.lookup(chain)
+    }
+
+    /// On a Cluster, the nodes that own the chain's keys (from the slot map, read in the
+    /// background); standalone, the whole store.
+    fn failure_domains(&self, chain: &Chain) -> Domains {
+        if !self.inner.conn.is_cluster() {
+            return Domains::WHOLE;
+        }
+        self.refresh_topology(false);
+        self.inner.topology.domains(
+            chain
+                .checks()
+                .iter()
+                .map(|c| keys::principal_slot(c.key().principal().as_str())),
+        )
+    }
+
+    fn domain_name(&self, domain: u32) -> Option<String> {
+        self.inner.topology.name(domain)
     }
 }

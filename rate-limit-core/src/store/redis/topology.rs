@@ -1,0 +1,173 @@
+//! Which Cluster node owns which slots: the failure domains of a Redis Cluster store.
+//!
+//! Read with `CLUSTER SLOTS` in the background (never on a request's path): at the first
+//! check, at most every few seconds after, and at once after a failure (a failover or a
+//! resharding moves slots). A node's domain is derived from its address, so every process
+//! numbers it alike and a replica promoted in its place is a new, healthy domain.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Instant;
+
+use redis::Value;
+
+use super::keys::crc16;
+use crate::store::Domains;
+
+/// How often the slot map is read again while all is well, in µs.
+const REFRESH_US: u64 = 5_000_000;
+
+#[derive(Debug, Default)]
+pub(super) struct Map {
+    /// (first slot, last slot, domain), sorted.
+    ranges: Vec<(u16, u16, u32)>,
+    /// Domain → `host:port`.
+    names: HashMap<u32, String>,
+}
+
+impl Map {
+    fn domain_of(&self, slot: u16) -> u32 {
+        let i = self.ranges.partition_point(|&(_, end, _)| end < slot);
+        match self.ranges.get(i) {
+            Some(&(start, end, d)) if start <= slot && slot <= end => d,
+            _ => 0,
+        }
+    }
+
+    /// From a `CLUSTER SLOTS` answer: `[[start, end, [host, port, id, ..], replicas..], ..]`.
+    pub(super) fn parse(v: &Value) -> Option<Self> {
+        let Value::Array(entries) = v else {
+            return None;
+        };
+        let mut map = Self::default();
+        for e in entries {
+            let Value::Array(parts) = e else { return None };
+            let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
+                (parts.first(), parts.get(1), parts.get(2))
+            else {
+                return None;
+            };
+            let host = match master.first() {
+                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                Some(Value::SimpleString(s)) => s.clone(),
+                _ => return None,
+            };
+            let Some(Value::Int(port)) = master.get(1) else {
+                return None;
+            };
+            let name = format!("{host}:{port}");
+            let domain = domain_of_node(&name);
+            map.ranges.push((
+                u16::try_from(*start).ok()?,
+                u16::try_from(*end).ok()?,
+                domain,
+            ));
+            map.names.insert(domain, name);
+        }
+        map.ranges.sort_unstable();
+        Some(map)
+    }
+}
+
+/// A node's domain, 1 to 63, from its address (0 is the whole store).
+pub(super) fn domain_of_node(addr: &str) -> u32 {
+    1 + u32::from(crc16(addr.as_bytes())) % (Domains::COUNT - 1)
+}
+
+/// The slot map, and when it was last asked for.
+#[derive(Debug)]
+pub(super) struct Topology {
+    map: RwLock<Option<Arc<Map>>>,
+    asked: AtomicU64,
+    refreshing: AtomicBool,
+    anchor: Instant,
+}
+
+impl Topology {
+    pub(super) fn new() -> Self {
+        Self {
+            map: RwLock::new(None),
+            asked: AtomicU64::new(0),
+            refreshing: AtomicBool::new(false),
+            anchor: Instant::now(),
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.anchor.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    pub(super) fn get(&self) -> Option<Arc<Map>> {
+        self.map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(super) fn set(&self, map: Map) {
+        *self.map.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(map));
+    }
+
+    /// Whether to read the map again now (`urgent` after a failure); claims the refresh.
+    pub(super) fn claim(&self, urgent: bool) -> bool {
+        let now = self.now_us().saturating_add(1);
+        let last = self.asked.load(Ordering::Relaxed);
+        let due = last == 0 || urgent || now.saturating_sub(last) >= REFRESH_US;
+        if !due || self.refreshing.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.asked.store(now, Ordering::Relaxed);
+        true
+    }
+
+    pub(super) fn done(&self) {
+        self.refreshing.store(false, Ordering::Release);
+    }
+
+    /// The domains of slots, as far as the map knows them (unknown: the whole store).
+    pub(super) fn domains(&self, slots: impl Iterator<Item = u16>) -> Domains {
+        let Some(map) = self.get() else {
+            return Domains::WHOLE;
+        };
+        slots.fold(Domains::NONE, |acc, s| acc.with(map.domain_of(s)))
+    }
+
+    pub(super) fn name(&self, domain: u32) -> Option<String> {
+        self.get()?.names.get(&domain).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(start: i64, end: i64, port: i64) -> Value {
+        Value::Array(vec![
+            Value::Int(start),
+            Value::Int(end),
+            Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::Int(port),
+                Value::BulkString(b"id".to_vec()),
+            ]),
+        ])
+    }
+
+    #[test]
+    fn slots_map_to_their_node_domain() {
+        let v = Value::Array(vec![
+            node(10_923, 16_383, 7002),
+            node(0, 5_460, 7000),
+            node(5_461, 10_922, 7001),
+        ]);
+        let map = Map::parse(&v).unwrap();
+        let d = |p| domain_of_node(&format!("127.0.0.1:{p}"));
+        assert_eq!(map.domain_of(0), d(7000));
+        assert_eq!(map.domain_of(5_461), d(7001));
+        assert_eq!(map.domain_of(16_383), d(7002));
+        assert!((1..64).contains(&d(7000)));
+        assert_eq!(map.names[&d(7001)], "127.0.0.1:7001");
+        assert!(Map::parse(&Value::Nil).is_none());
+    }
+}

@@ -1,0 +1,151 @@
+//! A Cluster node down costs only its keys. Three masters with
+//! `cluster-require-full-coverage no` (with the default `yes`, Redis itself refuses every
+//! key about one node timeout after a master dies); steady load over 240 principals; one
+//! master SIGKILLed; then 3× the node timeout of measurement. Requests whose keys live on
+//! the other masters are answered by Redis as before; only the dead node's keys follow the
+//! rule's failure policy. Before per-node failure domains, 98.6% of all requests failed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rate_limit_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, Principal, RedisStore};
+use rate_limit_tests::redis::{RedisCluster, principal_slot};
+use tokio::time::Instant;
+
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    ok: Vec<Duration>,
+    failed: usize,
+}
+
+impl Tally {
+    fn total(&self) -> usize {
+        self.ok.len() + self.failed
+    }
+
+    fn p99(&mut self) -> Duration {
+        self.ok.sort_unstable();
+        self.ok
+            .get(self.ok.len() * 99 / 100)
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_dead_master_fails_only_its_own_keys() {
+    let mut cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
+    let victim = cluster.nodes()[1].port();
+    let owners = cluster.slot_owners(0);
+    let dead_ranges: Vec<(u16, u16)> = owners
+        .iter()
+        .find(|(p, _)| *p == victim)
+        .map(|(_, r)| r.clone())
+        .expect("the victim owns slots");
+    let store = RedisStore::cluster_builder(cluster.urls()).build().unwrap();
+    let limiter = Limiter::shared(AnyStore::Redis(store));
+    let limit =
+        Limit::token_bucket("node-down", 1_000_000, 1_000_000, Duration::from_secs(1)).unwrap();
+    let principals: Arc<Vec<(Principal, bool)>> = Arc::new(
+        (0..240)
+            .map(|i| {
+                let p = Principal::participant(format!("p{i}"));
+                let slot = principal_slot(p.as_str());
+                let dead = dead_ranges.iter().any(|&(a, b)| a <= slot && slot <= b);
+                (p, dead)
+            })
+            .collect(),
+    );
+    // Every principal answered once before measuring: connections and slot map are warm.
+    for (p, _) in principals.iter() {
+        let chain = Chain::new().check(&limit, p.clone());
+        assert!(
+            limiter
+                .check(&chain, FailurePolicy::Open)
+                .await
+                .failure()
+                .is_none()
+        );
+    }
+
+    let killed = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let (limiter, limit, principals) = (limiter.clone(), limit.clone(), principals.clone());
+        let (killed, stop) = (killed.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            // (before: all keys; after: live nodes' keys, dead node's keys)
+            let (mut before, mut live, mut dead) =
+                (Tally::default(), Tally::default(), Tally::default());
+            let mut i = t;
+            while !stop.load(Ordering::Relaxed) {
+                let (p, on_dead) = &principals[i % principals.len()];
+                i += 8;
+                let chain = Chain::new().check(&limit, p.clone());
+                let t0 = Instant::now();
+                let answer = limiter.check(&chain, FailurePolicy::Open).await;
+                let took = t0.elapsed();
+                // Read after the answer: a request the kill could touch counts as "after".
+                let after = killed.load(Ordering::Relaxed);
+                let tally = match (after, on_dead) {
+                    (false, _) => &mut before,
+                    (true, false) => &mut live,
+                    (true, true) => &mut dead,
+                };
+                if answer.failure().is_some() {
+                    tally.failed += 1;
+                } else {
+                    tally.ok.push(took);
+                }
+            }
+            (before, live, dead)
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Counted as "after" from just before the kill: no request that could see it is
+    // counted in the baseline.
+    killed.store(true, Ordering::Relaxed);
+    cluster.nodes_mut()[1].kill();
+    // Three node timeouts (2 s each): Redis marks the node failed meanwhile.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut before, mut live, mut dead) = (Tally::default(), Tally::default(), Tally::default());
+    for t in tasks {
+        let (b, l, d) = t.await.unwrap();
+        before.ok.extend(b.ok);
+        before.failed += b.failed;
+        live.ok.extend(l.ok);
+        live.failed += l.failed;
+        dead.ok.extend(d.ok);
+        dead.failed += d.failed;
+    }
+    let (p99_before, p99_live) = (before.p99(), live.p99());
+    let live_failed = live.failed as f64 / live.total().max(1) as f64;
+    println!(
+        "before: {} requests, {} failed, p99 {:?}; after, live nodes' keys: {} requests, \
+         {:.2}% failed, p99 {:?}; dead node's keys: {} requests, {} failed",
+        before.total(),
+        before.failed,
+        p99_before,
+        live.total(),
+        live_failed * 100.0,
+        p99_live,
+        dead.total(),
+        dead.failed,
+    );
+    assert_eq!(before.failed, 0);
+    assert!(live.total() > 1_000, "load kept flowing to the live nodes");
+    assert!(
+        live_failed <= 0.01,
+        "{:.2}% of live nodes' keys failed",
+        live_failed * 100.0
+    );
+    assert!(dead.failed > 0, "the dead node's keys followed the policy");
+    // Latency: within twice the baseline (a few ms of slack for a 2-core machine's noise).
+    assert!(
+        p99_live <= p99_before * 2 + Duration::from_millis(5),
+        "p99 {p99_live:?} after vs {p99_before:?} before"
+    );
+}
