@@ -24,6 +24,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    /// A config file to start from (a Sentinel's).
+    config_file: Option<String>,
     child: Option<Child>,
 }
 
@@ -49,6 +51,7 @@ impl RedisServer {
             port,
             dir,
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            config_file: None,
             child: None,
         }
     }
@@ -74,12 +77,18 @@ impl RedisServer {
 
     /// Spawns the process and waits until it answers `PING`.
     fn try_spawn(&mut self) -> bool {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+        let mut cmd = Command::new("redis-server");
+        if let Some(conf) = &self.config_file {
+            cmd.arg(conf);
+        }
+        cmd.args(&self.extra)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"]);
+        if self.config_file.is_none() {
+            cmd.args(["--save", "", "--appendonly", "no"]);
+        }
+        let child = cmd
             .arg("--dir")
             .arg(&self.dir)
-            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -110,6 +119,24 @@ impl RedisServer {
     /// `redis://127.0.0.1:PORT/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Freezes the server (SIGSTOP): it keeps its connections and answers nothing.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen server run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status();
+        }
     }
 
     /// Kills the server (SIGKILL) and waits for it.
@@ -334,4 +361,81 @@ pub fn principal_slot(principal: &str) -> u16 {
         }
     }
     crc % 16_384
+}
+
+/// A primary, one replica and three Sentinels watching them as `mymaster` (quorum 2),
+/// with short timeouts: a failover takes a few seconds.
+#[derive(Debug)]
+pub struct RedisSentinels {
+    /// The primary at start, then the replica.
+    pub servers: Vec<RedisServer>,
+    /// The Sentinels.
+    pub sentinels: Vec<RedisServer>,
+}
+
+/// The name the Sentinels know the primary by.
+pub const SENTINEL_MASTER: &str = "mymaster";
+
+impl RedisSentinels {
+    /// Starts them and waits until every Sentinel sees the replica.
+    pub fn start() -> Self {
+        let primary = RedisServer::start();
+        let replica = RedisServer::start_with(
+            free_port(),
+            &["--replicaof", "127.0.0.1", &primary.port().to_string()],
+        );
+        let mut sentinels = Vec::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let dir = std::env::temp_dir()
+                .join(format!("rate-limit-sentinel-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a scratch directory");
+            let conf = dir.join("sentinel.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {p} 2\n\
+                     sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
+                     sentinel failover-timeout {SENTINEL_MASTER} 4000\n\
+                     sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
+                    p = primary.port()
+                ),
+            )
+            .expect("a sentinel config");
+            let conf = conf.to_string_lossy().into_owned();
+            // redis-server CONFIG_FILE --sentinel: the config must come first.
+            let mut s = RedisServer::unstarted(port, &[]);
+            s.config_file = Some(conf);
+            s.extra = vec!["--sentinel".to_owned()];
+            s.spawn();
+            sentinels.push(s);
+        }
+        let me = Self {
+            servers: vec![primary, replica],
+            sentinels,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while me.sentinels.iter().any(|s| {
+            !s.cli(&["SENTINEL", "REPLICAS", SENTINEL_MASTER])
+                .contains(&me.servers[1].port().to_string())
+        }) {
+            assert!(
+                Instant::now() < deadline,
+                "the Sentinels never saw the replica"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        me
+    }
+
+    /// The Sentinels' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// The port of the primary the Sentinels name now.
+    pub fn primary_port(&self) -> Option<u16> {
+        let out = self.sentinels[0].cli(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_MASTER]);
+        out.lines().nth(1)?.trim().parse().ok()
+    }
 }

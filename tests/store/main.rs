@@ -9,4 +9,5 @@ mod faults;
 mod node_down;
 mod redis_only;
 mod secrets;
+mod sentinel;
 mod support;

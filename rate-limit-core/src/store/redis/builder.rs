@@ -22,6 +22,8 @@ const DEFAULT_DENY_CACHE: usize = 10_000;
 pub struct RedisStoreBuilder {
     nodes: Vec<String>,
     cluster: bool,
+    /// The primary's name, when `nodes` are Sentinels.
+    sentinel_master: Option<String>,
     prefix: String,
     connect_timeout: Duration,
     response_timeout: Duration,
@@ -85,16 +87,30 @@ impl RedisStoreBuilder {
                 "a key prefix is 1 to 32 bytes of A-Z a-z 0-9 . _ -",
             ));
         }
-        let conn = Conn::new(
-            &self.nodes,
-            self.cluster,
-            self.connect_timeout,
-            self.response_timeout,
-        )?;
+        let conn = match &self.sentinel_master {
+            #[cfg(feature = "sentinel")]
+            Some(master) => Conn::sentinel(
+                &self.nodes,
+                master,
+                self.connect_timeout,
+                self.response_timeout,
+            )?,
+            _ => Conn::new(
+                &self.nodes,
+                self.cluster,
+                self.connect_timeout,
+                self.response_timeout,
+            )?,
+        };
+        let endpoint = match &self.sentinel_master {
+            Some(master) => format!("{} ({master})", endpoint(&self.nodes, "redis-sentinel")),
+            None if self.cluster => endpoint(&self.nodes, "redis-cluster"),
+            None => endpoint(&self.nodes, "redis"),
+        };
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 conn,
-                endpoint: endpoint(&self.nodes, self.cluster),
+                endpoint,
                 prefix: format!("{}:{KEY_VERSION}", self.prefix),
                 slack_ms: u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX),
                 chain: Script::new(CHAIN_LUA),
@@ -106,9 +122,10 @@ impl RedisStoreBuilder {
     }
 }
 
-/// `redis host:port` or `redis-cluster host:port,host:port`: where the store counts, for
-/// logs and start-up lines, without a user name, password, database or query.
-fn endpoint(nodes: &[String], cluster: bool) -> String {
+/// `redis host:port`, `redis-cluster host:port,host:port`, `redis-sentinel host:port,…
+/// (primary)`: where the store counts, for logs and start-up lines, without a user name,
+/// password, database or query.
+fn endpoint(nodes: &[String], kind: &str) -> String {
     let hosts: Vec<&str> = nodes
         .iter()
         .map(|url| {
@@ -119,7 +136,6 @@ fn endpoint(nodes: &[String], cluster: bool) -> String {
                 .map_or(authority, |(_, host)| host)
         })
         .collect();
-    let kind = if cluster { "redis-cluster" } else { "redis" };
     format!("{kind} {}", hosts.join(","))
 }
 
@@ -148,10 +164,29 @@ impl RedisStore {
         Self::builder_for(nodes.into_iter().map(Into::into).collect(), true)
     }
 
+    /// A store for the primary that Redis Sentinels name `master`, from some of the
+    /// Sentinels' URLs (feature `sentinel`), e.g. `redis://10.0.0.5:26379/`. The store asks
+    /// the Sentinels for the primary when it first connects and again whenever the
+    /// connection breaks, times out or meets `READONLY` (an old primary that came back as a
+    /// replica), so it follows a failover without a restart and never stays on the old
+    /// primary. Requests in between follow their rules' failure policies.
+    #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+    pub fn sentinel_builder<I, S>(sentinels: I, master: impl Into<String>) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut b = Self::builder_for(sentinels.into_iter().map(Into::into).collect(), false);
+        b.sentinel_master = Some(master.into());
+        b
+    }
+
     fn builder_for(nodes: Vec<String>, cluster: bool) -> RedisStoreBuilder {
         RedisStoreBuilder {
             nodes,
             cluster,
+            sentinel_master: None,
             prefix: DEFAULT_PREFIX.to_owned(),
             connect_timeout: Duration::from_millis(500),
             response_timeout: Duration::from_millis(500),

@@ -13,6 +13,8 @@ pub(super) enum Conn {
     Single(ConnectionManager),
     #[cfg(feature = "cluster")]
     Cluster(Box<cluster::Lazy>),
+    #[cfg(feature = "sentinel")]
+    Sentinel(Box<sentinel::Follower>),
 }
 
 impl Conn {
@@ -41,8 +43,23 @@ impl Conn {
         Ok(Self::Single(manager))
     }
 
+    /// Sentinels in front of a primary named `master`.
+    #[cfg(feature = "sentinel")]
+    pub(super) fn sentinel(
+        sentinels: &[String],
+        master: &str,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Self, ConfigError> {
+        sentinel::Follower::new(sentinels, master, connect_timeout, response_timeout)
+            .map(|f| Self::Sentinel(Box::new(f)))
+    }
+
     pub(super) fn is_cluster(&self) -> bool {
-        !matches!(self, Self::Single(_))
+        #[cfg(feature = "cluster")]
+        return matches!(self, Self::Cluster(_));
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
     /// `EVALSHA` (with one `SCRIPT LOAD` and retry on `NOSCRIPT`).
@@ -57,6 +74,18 @@ impl Conn {
                 let mut con = c.get().await?;
                 inv.invoke_async(&mut con).await
             }
+            // Boxed: the Sentinel client's connect future is deep enough to overflow the
+            // compiler's query depth in crates that nest this store's futures further.
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(s) => {
+                Box::pin(async {
+                    let mut con = s.get().await?;
+                    let r = inv.invoke_async(&mut con).await;
+                    s.after(&r).await;
+                    r
+                })
+                .await
+            }
         }
     }
 
@@ -67,6 +96,16 @@ impl Conn {
             Self::Cluster(c) => {
                 let mut con = c.get().await?;
                 cmd.query_async(&mut con).await
+            }
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(s) => {
+                Box::pin(async {
+                    let mut con = s.get().await?;
+                    let r = cmd.query_async(&mut con).await;
+                    s.after(&r).await;
+                    r
+                })
+                .await
             }
         }
     }
@@ -86,6 +125,10 @@ impl Conn {
                     RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
                 )
                 .await?
+            }
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(s) => {
+                Box::pin(async { cmd.query_async(&mut s.get().await?).await }).await?
             }
         };
         let mut out = Vec::new();
@@ -174,6 +217,89 @@ mod cluster {
                     })??;
             *slot = Some(con.clone());
             Ok(con)
+        }
+    }
+}
+
+#[cfg(feature = "sentinel")]
+mod sentinel {
+    use std::time::Duration;
+
+    use redis::aio::MultiplexedConnection;
+    use redis::sentinel::{SentinelClient, SentinelServerType};
+    use redis::{AsyncConnectionConfig, ErrorKind, RedisError, RedisResult, ServerErrorKind};
+    use tokio::sync::{Mutex, RwLock};
+
+    use crate::error::ConfigError;
+
+    use super::url_error;
+
+    /// The primary that the Sentinels name, connected on first use. A connection that
+    /// breaks, times out or meets `READONLY` (an old primary that came back as a replica) is
+    /// dropped, and the next call asks the Sentinels again: the store follows a failover
+    /// and never stays on the old primary.
+    pub(in crate::store::redis) struct Follower {
+        sentinel: Mutex<SentinelClient>,
+        con: RwLock<Option<MultiplexedConnection>>,
+        config: AsyncConnectionConfig,
+        connect_timeout: Duration,
+    }
+
+    impl Follower {
+        pub(super) fn new(
+            sentinels: &[String],
+            master: &str,
+            connect_timeout: Duration,
+            response_timeout: Duration,
+        ) -> Result<Self, ConfigError> {
+            let client = SentinelClient::build(
+                sentinels.to_vec(),
+                master.to_owned(),
+                None,
+                SentinelServerType::Master,
+            )
+            .map_err(|e| url_error(&e))?;
+            Ok(Self {
+                sentinel: Mutex::new(client),
+                con: RwLock::new(None),
+                config: AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(connect_timeout))
+                    .set_response_timeout(Some(response_timeout)),
+                connect_timeout,
+            })
+        }
+
+        pub(super) async fn get(&self) -> RedisResult<MultiplexedConnection> {
+            if let Some(c) = self.con.read().await.as_ref() {
+                return Ok(c.clone());
+            }
+            let mut slot = self.con.write().await;
+            if let Some(c) = slot.as_ref() {
+                return Ok(c.clone());
+            }
+            let connect = async {
+                let client = self.sentinel.lock().await.async_get_client().await?;
+                client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await
+            };
+            let con = tokio::time::timeout(self.connect_timeout, connect)
+                .await
+                .map_err(|_| RedisError::from((ErrorKind::Io, "sentinel connect timed out")))??;
+            *slot = Some(con.clone());
+            Ok(con)
+        }
+
+        pub(super) async fn after<T>(&self, r: &RedisResult<T>) {
+            if let Err(e) = r
+                && (e.is_io_error()
+                    || e.is_connection_refusal()
+                    || e.is_connection_dropped()
+                    || e.is_timeout()
+                    || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
+            {
+                *self.con.write().await = None;
+            }
         }
     }
 }
