@@ -23,8 +23,8 @@ pub struct BenchConfig {
     pub limit: u64,
     /// The window, in milliseconds.
     pub window_ms: u64,
-    /// Count in this Redis instead of memory.
-    pub redis_url: Option<String>,
+    /// Where to count (`REDIS_URL`, `REDIS_CLUSTER`, `REDIS_SENTINEL`; none: memory).
+    pub store: crate::StoreEnv,
 }
 
 impl Default for BenchConfig {
@@ -33,14 +33,15 @@ impl Default for BenchConfig {
             algorithm: "token-bucket".to_owned(),
             limit: 1_000_000,
             window_ms: 1_000,
-            redis_url: None,
+            store: crate::StoreEnv::Memory,
         }
     }
 }
 
 impl BenchConfig {
-    /// From the environment (see the module docs).
-    pub fn from_env() -> Self {
+    /// From the environment (see the module docs); an error names conflicting store
+    /// variables.
+    pub fn from_env() -> Result<Self, ConfigError> {
         let d = Self::default();
         let num = |k: &str, v: u64| {
             std::env::var(k)
@@ -48,12 +49,12 @@ impl BenchConfig {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(v)
         };
-        Self {
+        Ok(Self {
             algorithm: std::env::var("BENCH_ALGORITHM").unwrap_or(d.algorithm),
             limit: num("BENCH_LIMIT", d.limit),
             window_ms: num("BENCH_WINDOW_MS", d.window_ms),
-            redis_url: std::env::var("REDIS_URL").ok().filter(|s| !s.is_empty()),
-        }
+            store: crate::StoreEnv::from_env()?,
+        })
     }
 
     /// The limit these settings describe.
@@ -74,7 +75,7 @@ impl BenchConfig {
 
 /// The limited app.
 pub fn app(cfg: &BenchConfig) -> Result<Router, ConfigError> {
-    let store = crate::store_for(cfg.redis_url.as_deref())?;
+    let store = cfg.store.build()?;
     let layer = RateLimitLayer::new(store).rule(Rule::new(
         cfg.limit()?,
         HeaderKey::new(

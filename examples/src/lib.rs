@@ -8,24 +8,16 @@ pub mod food_api;
 pub mod platform;
 pub mod quiz_night;
 pub mod simulate;
+mod store_env;
 
-use rate_limit_core::{AnyStore, ConfigError, MemoryStore, RedisStore};
+pub use store_env::StoreEnv;
 
-/// The store the examples count in: Redis when `REDIS_URL` is set (connected lazily, so a
-/// server starts while Redis is down), process memory otherwise. Announced.
+use rate_limit_core::{AnyStore, ConfigError};
+
+/// The store the examples count in, from `REDIS_URL`, `REDIS_CLUSTER` or `REDIS_SENTINEL`
+/// (see [`StoreEnv`]); process memory when none is set. Announced.
 pub fn store_from_env() -> Result<AnyStore, ConfigError> {
-    let url = std::env::var("REDIS_URL").ok();
-    store_for(url.as_deref())
-}
-
-/// The store for an optional Redis URL (blank: memory), announced with [`announce`].
-pub fn store_for(redis_url: Option<&str>) -> Result<AnyStore, ConfigError> {
-    let store = match redis_url {
-        Some(url) if !url.trim().is_empty() => AnyStore::Redis(RedisStore::builder(url).build()?),
-        _ => AnyStore::Memory(MemoryStore::new()),
-    };
-    announce(&store);
-    Ok(store)
+    StoreEnv::from_env()?.build()
 }
 
 /// Says where a server counts (`memory`, `redis host:port`, `redis-cluster …`), never with a

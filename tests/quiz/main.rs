@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 
 async fn start(store: AnyStore, trusted: &str) -> Server {
     let cfg = QuizConfig {
-        redis_url: None,
+        store: rate_limit_examples::StoreEnv::Memory,
         trusted_proxies: trusted
             .split(',')
             .filter(|s| !s.is_empty())
@@ -292,6 +292,21 @@ async fn the_whole_table_on_the_memory_store() {
 async fn the_whole_table_on_redis() {
     let server = RedisServer::start();
     table(server.store()).await;
+}
+
+#[tokio::test]
+async fn the_whole_table_on_a_cluster_named_by_redis_cluster() {
+    let cluster = rate_limit_tests::redis::RedisCluster::start();
+    let nodes: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    let env = rate_limit_examples::StoreEnv::from_lookup(|k| {
+        (k == "REDIS_CLUSTER").then(|| nodes.join(","))
+    })
+    .unwrap();
+    table(env.build().unwrap()).await;
 }
 
 #[tokio::test]

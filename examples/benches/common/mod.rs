@@ -73,7 +73,9 @@ impl Peer {
     pub(crate) fn router(self, refused: bool, redis_url: Option<&str>) -> Router {
         let ours = |redis_url: Option<&str>| {
             let cfg = BenchConfig {
-                redis_url: redis_url.map(str::to_owned),
+                store: redis_url.map_or(rate_limit_examples::StoreEnv::Memory, |u| {
+                    rate_limit_examples::StoreEnv::Redis(u.to_owned())
+                }),
                 ..BenchConfig::default()
             };
             app(&if refused {

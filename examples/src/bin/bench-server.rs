@@ -5,10 +5,12 @@ use rate_limit_examples::bench_server::{BenchConfig, app, serve};
 
 #[tokio::main]
 async fn main() {
-    let router = app(&BenchConfig::from_env()).unwrap_or_else(|e| {
-        eprintln!("bench-server: {e}");
-        std::process::exit(2)
-    });
+    let router = BenchConfig::from_env()
+        .and_then(|c| app(&c))
+        .unwrap_or_else(|e| {
+            eprintln!("bench-server: {e}");
+            std::process::exit(2)
+        });
     let bind = std::env::var("BENCH_BIND").unwrap_or_else(|_| "127.0.0.1:3900".to_owned());
     let listener = tokio::net::TcpListener::bind(&bind)
         .await

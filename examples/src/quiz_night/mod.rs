@@ -21,9 +21,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use ipnet::IpNet;
 use rate_limit_axum::{HandlerLimiter, client_ip};
-use rate_limit_core::{
-    AnyStore, ConfigError, FailurePolicy, Limit, MemoryStore, Principal, PrincipalKind, RedisStore,
-};
+use rate_limit_core::{AnyStore, ConfigError, FailurePolicy, Limit, Principal, PrincipalKind};
 use rate_limit_tower::extract::{
     Bearer, ClientIp, ForwardedSource, HeaderKey, KeyExtractor, Rejection, key_fn,
 };
@@ -39,18 +37,17 @@ pub const LIMITED_PAGE: &str = "/too-many-requests";
 /// How the server is set up (from the environment in the binary).
 #[derive(Debug, Clone, Default)]
 pub struct QuizConfig {
-    /// `REDIS_URL`: count in this Redis; `None`: in process memory.
-    pub redis_url: Option<String>,
+    /// Where to count: `REDIS_URL`, `REDIS_CLUSTER` or `REDIS_SENTINEL` (see
+    /// [`StoreEnv`](crate::StoreEnv)); none: process memory.
+    pub store: crate::StoreEnv,
     /// `QUIZ_TRUSTED_PROXIES`: reverse proxies whose forwarding headers are believed.
     pub trusted_proxies: Vec<IpNet>,
 }
 
 impl QuizConfig {
-    /// Reads `REDIS_URL` and `QUIZ_TRUSTED_PROXIES` (comma-separated CIDRs).
+    /// Reads the store variables and `QUIZ_TRUSTED_PROXIES` (comma-separated CIDRs).
     pub fn from_env() -> Result<Self, String> {
-        let redis_url = std::env::var("REDIS_URL")
-            .ok()
-            .filter(|s| !s.trim().is_empty());
+        let store = crate::StoreEnv::from_env().map_err(|e| e.to_string())?;
         let trusted_proxies = match std::env::var("QUIZ_TRUSTED_PROXIES") {
             Ok(list) => list
                 .split(',')
@@ -65,7 +62,7 @@ impl QuizConfig {
             Err(_) => Vec::new(),
         };
         Ok(Self {
-            redis_url,
+            store,
             trusted_proxies,
         })
     }
@@ -143,11 +140,7 @@ fn game_header() -> Result<HeaderKey, ConfigError> {
 
 /// The quiz's router over `store`.
 pub fn app(cfg: &QuizConfig) -> Result<Router, ConfigError> {
-    let store = match &cfg.redis_url {
-        Some(url) => AnyStore::Redis(RedisStore::builder(url.clone()).build()?),
-        None => AnyStore::Memory(MemoryStore::new()),
-    };
-    crate::announce(&store);
+    let store = cfg.store.build()?;
     app_with_store(cfg, store)
 }
 

@@ -1,0 +1,162 @@
+//! Where an example counts, from the environment: one of
+//!
+//! | variable | store |
+//! |---|---|
+//! | `REDIS_URL=redis://host:port/` | standalone Redis |
+//! | `REDIS_CLUSTER=host:port,host:port,…` | Redis Cluster, from these seed nodes |
+//! | `REDIS_SENTINEL=host:port,…` with `REDIS_SENTINEL_MASTER=name` | the primary those Sentinels name |
+//! | none of them | process memory |
+//!
+//! More than one set is a configuration error that names them (the binaries exit with
+//! code 2). Nothing connects at start: a server starts while Redis is down.
+
+use rate_limit_core::{AnyStore, ConfigError, ConfigErrorKind, MemoryStore, RedisStore};
+
+/// The store an example counts in (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreEnv {
+    /// Process memory.
+    #[default]
+    Memory,
+    /// `REDIS_URL`.
+    Redis(String),
+    /// `REDIS_CLUSTER`, as URLs.
+    Cluster(Vec<String>),
+    /// `REDIS_SENTINEL` (as URLs) and `REDIS_SENTINEL_MASTER`.
+    Sentinel {
+        /// The Sentinels.
+        sentinels: Vec<String>,
+        /// The primary's name.
+        master: String,
+    },
+}
+
+const VARS: [&str; 3] = ["REDIS_URL", "REDIS_CLUSTER", "REDIS_SENTINEL"];
+
+/// `host:port` or a URL → a URL.
+fn url(node: &str) -> String {
+    if node.contains("://") {
+        node.to_owned()
+    } else {
+        format!("redis://{node}/")
+    }
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(url)
+        .collect()
+}
+
+impl StoreEnv {
+    /// From the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// From any lookup (tests pass a map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let set: Vec<(&str, String)> = VARS
+            .iter()
+            .filter_map(|k| get(k).filter(|v| !v.trim().is_empty()).map(|v| (*k, v)))
+            .collect();
+        if set.len() > 1 {
+            let names: Vec<&str> = set.iter().map(|(k, _)| *k).collect();
+            return Err(ConfigError::new(
+                ConfigErrorKind::StoreInvalid,
+                names.join(", "),
+                format!(
+                    "set one of REDIS_URL, REDIS_CLUSTER, REDIS_SENTINEL, not {}",
+                    names.join(" and ")
+                ),
+            ));
+        }
+        Ok(match set.into_iter().next() {
+            None => Self::Memory,
+            Some(("REDIS_URL", v)) => Self::Redis(v.trim().to_owned()),
+            Some(("REDIS_CLUSTER", v)) => Self::Cluster(list(&v)),
+            Some((_, v)) => Self::Sentinel {
+                sentinels: list(&v),
+                master: get("REDIS_SENTINEL_MASTER")
+                    .filter(|m| !m.trim().is_empty())
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            ConfigErrorKind::StoreInvalid,
+                            "REDIS_SENTINEL_MASTER",
+                            "REDIS_SENTINEL needs REDIS_SENTINEL_MASTER, the primary's name",
+                        )
+                    })?,
+            },
+        })
+    }
+
+    /// The store (not connected yet), announced with [`announce`](crate::announce).
+    pub fn build(&self) -> Result<AnyStore, ConfigError> {
+        let store = match self {
+            Self::Memory => AnyStore::Memory(MemoryStore::new()),
+            Self::Redis(url) => AnyStore::Redis(RedisStore::builder(url.clone()).build()?),
+            Self::Cluster(nodes) => {
+                AnyStore::Redis(RedisStore::cluster_builder(nodes.clone()).build()?)
+            }
+            Self::Sentinel { sentinels, master } => AnyStore::Redis(
+                RedisStore::sentinel_builder(sentinels.clone(), master.clone()).build()?,
+            ),
+        };
+        crate::announce(&store);
+        Ok(store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Result<StoreEnv, ConfigError> {
+        StoreEnv::from_lookup(|k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    #[test]
+    fn one_variable_names_one_store() {
+        assert_eq!(env(&[]).unwrap(), StoreEnv::Memory);
+        assert_eq!(
+            env(&[("REDIS_URL", "redis://10.0.0.1:6379/")]).unwrap(),
+            StoreEnv::Redis("redis://10.0.0.1:6379/".into())
+        );
+        assert_eq!(
+            env(&[("REDIS_CLUSTER", "10.0.0.1:7000, 10.0.0.2:7000")]).unwrap(),
+            StoreEnv::Cluster(vec![
+                "redis://10.0.0.1:7000/".into(),
+                "redis://10.0.0.2:7000/".into()
+            ])
+        );
+        assert_eq!(
+            env(&[
+                ("REDIS_SENTINEL", "10.0.0.5:26379"),
+                ("REDIS_SENTINEL_MASTER", "main")
+            ])
+            .unwrap(),
+            StoreEnv::Sentinel {
+                sentinels: vec!["redis://10.0.0.5:26379/".into()],
+                master: "main".into()
+            }
+        );
+        assert_eq!(env(&[("REDIS_URL", "  ")]).unwrap(), StoreEnv::Memory);
+    }
+
+    #[test]
+    fn two_variables_or_a_nameless_sentinel_are_errors_that_name_them() {
+        let e = env(&[("REDIS_URL", "redis://a/"), ("REDIS_CLUSTER", "b:1")]).unwrap_err();
+        assert_eq!(e.code(), "store.invalid");
+        assert_eq!(e.field(), "REDIS_URL, REDIS_CLUSTER");
+        let e = env(&[("REDIS_SENTINEL", "s:26379")]).unwrap_err();
+        assert_eq!(e.field(), "REDIS_SENTINEL_MASTER");
+    }
+}
