@@ -211,8 +211,14 @@ impl RedisCluster {
     /// The same, with extra arguments for every node (e.g.
     /// `--cluster-require-full-coverage no`).
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_shaped(0, extra)
+    }
+
+    /// Three masters with `replicas` replicas each (3 × (1 + replicas) processes); the
+    /// masters are the first three nodes.
+    pub fn start_shaped(replicas: usize, extra: &[&str]) -> Self {
         let mut ports = Vec::new();
-        while ports.len() < 3 {
+        while ports.len() < 3 * (1 + replicas) {
             let p = free_port();
             if !ports.contains(&p) {
                 ports.push(p);
@@ -239,7 +245,7 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .expect("redis-cli is installed");

@@ -149,3 +149,82 @@ async fn one_dead_master_fails_only_its_own_keys() {
         "p99 {p99_live:?} after vs {p99_before:?} before"
     );
 }
+
+/// Cluster failover: 3 masters with a replica each. A master is SIGKILLed; once its
+/// replica is promoted (about the node timeout, 2 s, later), its keys are answered by
+/// Redis again, by the same store, without a restart; in between they follow the policy,
+/// and the other masters' keys never stop being answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_serves_the_dead_masters_keys_without_a_restart() {
+    let mut cluster = RedisCluster::start_shaped(1, &["--cluster-require-full-coverage", "no"]);
+    // Replicas in sync before the kill, or there is nothing to promote.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cluster.nodes().iter().all(|n| {
+        let info = n.cli(&["INFO", "replication"]);
+        info.contains("role:master") || info.contains("master_link_status:up")
+    }) {
+        assert!(Instant::now() < deadline, "replicas never synced");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let owners = cluster.slot_owners(0);
+    let (victim_port, dead_ranges) = owners[0].clone();
+    let victim = cluster
+        .nodes()
+        .iter()
+        .position(|n| n.port() == victim_port)
+        .expect("the victim is one of ours");
+    let store = RedisStore::cluster_builder(cluster.urls()).build().unwrap();
+    let limiter = Limiter::shared(AnyStore::Redis(store));
+    let limit =
+        Limit::token_bucket("failover", 1_000_000, 1_000_000, Duration::from_secs(1)).unwrap();
+    let on = |dead: bool| {
+        (0..)
+            .map(|i| Principal::participant(format!("f{i}")))
+            .find(|p| {
+                let s = principal_slot(p.as_str());
+                dead_ranges.iter().any(|&(a, b)| a <= s && s <= b) == dead
+            })
+            .unwrap()
+    };
+    let (dead_key, live_key) = (
+        Chain::new().check(&limit, on(true)),
+        Chain::new().check(&limit, on(false)),
+    );
+    for chain in [&dead_key, &live_key] {
+        assert!(
+            limiter
+                .check(chain, FailurePolicy::Open)
+                .await
+                .failure()
+                .is_none()
+        );
+    }
+    cluster.nodes_mut()[victim].kill();
+    let killed = Instant::now();
+    let (mut live_failed, mut served_again) = (0, None);
+    while killed.elapsed() < Duration::from_secs(20) {
+        if limiter
+            .check(&live_key, FailurePolicy::Open)
+            .await
+            .failure()
+            .is_some()
+        {
+            live_failed += 1;
+        }
+        if limiter
+            .check(&dead_key, FailurePolicy::Open)
+            .await
+            .failure()
+            .is_none()
+        {
+            served_again = Some(killed.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let served_again = served_again.expect("the dead master's keys are served again");
+    println!("the dead master's keys answered again {served_again:?} after the kill");
+    // Node timeout 2 s, the election, the slot map re-read and one cool-down at most.
+    assert!(served_again < Duration::from_secs(10), "{served_again:?}");
+    assert_eq!(live_failed, 0, "the live masters' keys never failed");
+}
