@@ -4,5 +4,6 @@ mod accuracy;
 mod bound;
 mod chains;
 mod concurrency;
+mod fuzz;
 mod keys;
 mod support;

@@ -5,6 +5,7 @@ mod browsers;
 mod concurrency;
 mod extractors;
 mod failures;
+mod fuzz;
 mod logs;
 #[cfg(feature = "metrics")]
 mod metrics;

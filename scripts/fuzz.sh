@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The property-based fuzz targets at a large case count (not in CI, which runs proptest's
+# default of 256 per target). Usage: scripts/fuzz.sh [cases]   (default 10 000 000)
+# Prints each target's time; a failure prints proptest's minimal failing input, which
+# becomes a regression test (proptest also records it under proptest-regressions/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cases="${1:-10000000}"
+export PROPTEST_CASES="$cases"
+for target in \
+    "-p rate-limit-tower --test layer fuzz::" \
+    "-p rate-limit-core --test memory fuzz::" ; do
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    cargo test --release $target -- --test-threads 1
+    echo "fuzz: $target: $cases cases each in $(( $(date +%s) - start )) s"
+done
