@@ -5,6 +5,7 @@ use rate_limit_examples::bench_server::{BenchConfig, app, serve};
 
 #[tokio::main]
 async fn main() {
+    tracing_subscriber::fmt().with_target(false).init();
     let router = BenchConfig::from_env()
         .and_then(|c| app(&c))
         .unwrap_or_else(|e| {
