@@ -55,9 +55,13 @@ fn v4() -> impl Strategy<Value = Ipv4Addr> {
     // Half in the trusted 10/8, half public.
     prop_oneof![
         any::<[u8; 3]>().prop_map(|[a, b, c]| Ipv4Addr::new(10, a, b, c)),
-        any::<[u8; 4]>()
-            .prop_filter("not 10/8", |o| o[0] != 10)
-            .prop_map(Ipv4Addr::from),
+        // Mapped out of 10/8 rather than filtered: filters give up at millions of cases.
+        any::<[u8; 4]>().prop_map(|mut o| {
+            if o[0] == 10 {
+                o[0] = 11;
+            }
+            Ipv4Addr::from(o)
+        }),
     ]
 }
 
@@ -75,11 +79,13 @@ fn v6() -> impl Strategy<Value = Ipv6Addr> {
                 1,
             )
         }),
-        any::<[u16; 8]>()
-            .prop_filter("public, not mapped or trusted", |s| {
-                s[0] >> 8 != 0xfd && s[0] != 0 && s[0] != 0xffff
-            })
-            .prop_map(Ipv6Addr::from),
+        // Public: neither trusted (fd00::/8) nor IPv4-mapped or compatible.
+        any::<[u16; 8]>().prop_map(|mut s| {
+            if s[0] >> 8 == 0xfd || s[0] == 0 || s[0] == 0xffff {
+                s[0] = 0x2001;
+            }
+            Ipv6Addr::from(s)
+        }),
     ]
 }
 
@@ -187,7 +193,12 @@ proptest! {
     #[test]
     fn an_untrusted_peer_is_the_client_whatever_the_headers_say(
         hops in prop::collection::vec(hop(), 0..8),
-        peer in any::<[u8; 4]>().prop_filter("untrusted", |o| o[0] != 10),
+        peer in any::<[u8; 4]>().prop_map(|mut o| {
+            if o[0] == 10 {
+                o[0] = 11;
+            }
+            o
+        }),
     ) {
         let rendered: Vec<String> = hops.iter().map(Hop::render).collect();
         let mut parts = request("x-forwarded-for", &lines(rendered, &[], ""));
