@@ -43,21 +43,32 @@ fn main() {
         .env("REDIS_URL", redis.url())
         .env("BENCH_BIND", format!("127.0.0.1:{port}"))
         .env("BENCH_LIMIT", "1000000000")
+        .env("BENCH_WINDOW_MS", "3600000")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("bench-server runs");
     let pid = server.id();
-    let out = server.stdout.take().unwrap();
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let l2 = Arc::clone(&lines);
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            l2.lock().unwrap().push(line);
-        }
-    });
+    let read = |out: Box<dyn std::io::Read + Send>| {
+        let l2 = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                l2.lock().unwrap().push(line);
+            }
+        });
+    };
+    read(Box::new(server.stdout.take().unwrap()));
+    read(Box::new(server.stderr.take().unwrap()));
     std::thread::sleep(Duration::from_millis(500));
+    if let Ok(Some(status)) = server.try_wait() {
+        eprintln!(
+            "soak: bench-server exited ({status}): {:?}",
+            lines.lock().unwrap()
+        );
+        std::process::exit(1);
+    }
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
