@@ -17,6 +17,9 @@ use crate::store::Domains;
 
 /// How often the slot map is read again while all is well, in µs.
 const REFRESH_US: u64 = 5_000_000;
+/// How often at most after failures (an outage must not become a stream of `CLUSTER
+/// SLOTS`), in µs.
+const URGENT_US: u64 = 500_000;
 
 #[derive(Debug, Default)]
 pub(super) struct Map {
@@ -113,7 +116,8 @@ impl Topology {
     pub(super) fn claim(&self, urgent: bool) -> bool {
         let now = self.now_us().saturating_add(1);
         let last = self.asked.load(Ordering::Relaxed);
-        let due = last == 0 || urgent || now.saturating_sub(last) >= REFRESH_US;
+        let since = now.saturating_sub(last);
+        let due = last == 0 || since >= REFRESH_US || (urgent && since >= URGENT_US);
         if !due || self.refreshing.swap(true, Ordering::AcqRel) {
             return false;
         }
