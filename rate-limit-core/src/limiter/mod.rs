@@ -309,10 +309,11 @@ impl<S: Store> Limiter<S> {
     /// Redis store's deny cache holds stays refused while Redis is down or cooling down,
     /// whatever `policy` says — that refusal is still the true answer.
     pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Answer {
-        if let Some(answer) = self.try_check(chain, policy) {
-            return answer;
-        }
-        let domains = self.inner.store.failure_domains(chain);
+        // The chain's failure domains are computed once (on a Cluster: a slot per key).
+        let domains = match self.answer_from_memory(chain, policy) {
+            Ok(answer) => return answer,
+            Err(domains) => domains,
+        };
         match self.call(domains, || self.inner.store.check(chain)).await {
             Ok(decision) => Answer::Store(decision),
             Err(reason) => self.failed_answer(chain, policy, reason),
@@ -326,12 +327,21 @@ impl<S: Store> Limiter<S> {
     ///
     /// The same answer `check` would give, without a future: the layer's fast path.
     pub fn try_check(&self, chain: &Chain, policy: FailurePolicy) -> Option<Answer> {
+        self.answer_from_memory(chain, policy).ok()
+    }
+
+    /// [`try_check`](Self::try_check), or the chain's failure domains when the store must
+    /// be asked.
+    fn answer_from_memory(&self, chain: &Chain, policy: FailurePolicy) -> Result<Answer, Domains> {
         // An answer from memory says nothing of the store's health: no recovery is noted.
         if let Some(decision) = self.inner.store.try_check(chain) {
-            return Some(Answer::Store(decision));
+            return Ok(Answer::Store(decision));
         }
-        let reason = self.cooling_down(self.inner.store.failure_domains(chain))?;
-        Some(self.failed_answer(chain, policy, reason))
+        let domains = self.inner.store.failure_domains(chain);
+        match self.cooling_down(domains) {
+            Some(reason) => Ok(self.failed_answer(chain, policy, reason)),
+            None => Err(domains),
+        }
     }
 
     fn failed_answer(
