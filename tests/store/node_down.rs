@@ -228,3 +228,52 @@ async fn a_promoted_replica_serves_the_dead_masters_keys_without_a_restart() {
     assert!(served_again < Duration::from_secs(10), "{served_again:?}");
     assert_eq!(live_failed, 0, "the live masters' keys never failed");
 }
+
+/// A chain split across slot groups whose later group's node is dead: the store answers
+/// an error (the rule's policy applies) and gives back what the earlier group charged.
+/// Regression: the refund script, never run on the live node before, met `NOSCRIPT`, and
+/// redis-rs's `SCRIPT LOAD` (no key) went to a random node — the dead one — so the refund
+/// failed and the charge stayed.
+#[tokio::test]
+async fn a_failed_slot_group_refunds_the_groups_before_it() {
+    use rate_limit_core::Store;
+    let mut cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
+    let owners = cluster.slot_owners(0);
+    let victim_port = cluster.nodes()[1].port();
+    let on = |dead: bool| {
+        let ranges = &owners.iter().find(|(p, _)| *p == victim_port).unwrap().1;
+        (0..)
+            .map(|i| Principal::participant(format!("r{i}")))
+            .find(|p| {
+                let s = principal_slot(p.as_str());
+                ranges.iter().any(|&(a, b)| a <= s && s <= b) == dead
+            })
+            .unwrap()
+    };
+    let (live, dead) = (on(false), on(true));
+    let store = RedisStore::cluster_builder(cluster.urls()).build().unwrap();
+    let first = Limit::fixed_window("refund-first", 10, Duration::from_secs(60)).unwrap();
+    let second = Limit::fixed_window("refund-second", 10, Duration::from_secs(60)).unwrap();
+    let chain = Chain::new()
+        .check(&first, live.clone())
+        .check(&second, dead);
+    store.check(&chain).await.unwrap();
+    assert_eq!(
+        store
+            .peek(&first.key(live.clone()))
+            .await
+            .unwrap()
+            .remaining(),
+        9
+    );
+    cluster.nodes_mut()[1].kill();
+    assert!(
+        store.check(&chain).await.is_err(),
+        "the dead node's group fails"
+    );
+    assert_eq!(
+        store.peek(&first.key(live)).await.unwrap().remaining(),
+        9,
+        "the live group's charge was given back"
+    );
+}

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, FromRedisValue, RedisResult, ScriptInvocation, Value};
+use redis::{Cmd, FromRedisValue, RedisResult, ServerErrorKind, Value};
 
 use crate::error::ConfigError;
 
 use super::builder::url_error;
+use super::script::Invocation;
 
 pub(super) enum Conn {
     Single(ConnectionManager),
@@ -62,17 +63,14 @@ impl Conn {
         false
     }
 
-    /// `EVALSHA` (with one `SCRIPT LOAD` and retry on `NOSCRIPT`).
-    pub(super) async fn invoke<T: FromRedisValue>(
-        &self,
-        inv: &ScriptInvocation<'_>,
-    ) -> RedisResult<T> {
+    /// `EVALSHA`, and `EVAL` once on `NOSCRIPT` (see [`Invocation`]).
+    pub(super) async fn invoke<T: FromRedisValue>(&self, inv: &Invocation<'_>) -> RedisResult<T> {
         match self {
-            Self::Single(m) => inv.invoke_async(&mut m.clone()).await,
+            Self::Single(m) => eval(&mut m.clone(), inv).await,
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 let mut con = c.get().await?;
-                inv.invoke_async(&mut con).await
+                eval(&mut con, inv).await
             }
             // Boxed: the Sentinel client's connect future is deep enough to overflow the
             // compiler's query depth in crates that nest this store's futures further.
@@ -80,7 +78,7 @@ impl Conn {
             Self::Sentinel(s) => {
                 Box::pin(async {
                     let mut con = s.get().await?;
-                    let r = inv.invoke_async(&mut con).await;
+                    let r = eval(&mut con, inv).await;
                     s.after(&r).await;
                     r
                 })
@@ -134,6 +132,21 @@ impl Conn {
         let mut out = Vec::new();
         collect_values(&v, param, &mut out);
         Ok(out)
+    }
+}
+
+/// `EVALSHA`; on `NOSCRIPT` (nothing ran) `EVAL` with the text, on the same connection and
+/// so, on a Cluster, on the node that owns the keys.
+async fn eval<C, T>(con: &mut C, inv: &Invocation<'_>) -> RedisResult<T>
+where
+    C: redis::aio::ConnectionLike + Send,
+    T: FromRedisValue,
+{
+    match inv.cmd(false).query_async(con).await {
+        Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
+            inv.cmd(true).query_async(con).await
+        }
+        other => other,
     }
 }
 

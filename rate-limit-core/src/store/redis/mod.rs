@@ -130,7 +130,7 @@ pub use builder::RedisStoreBuilder;
 use conn::Conn;
 use deny::DenyCache;
 use error::{bad_answer, classify, store_error};
-use script::{Mode, decode, invocation, push_params};
+use script::{CHAIN_LUA, Invocation, Mode, REFUND_LUA, decode, push_params};
 use topology::Topology;
 
 /// The version of the key layout and stored state, written after the prefix in every key
@@ -194,18 +194,25 @@ impl RedisStore {
         mode: Mode,
         args: &[u64],
     ) -> Result<(u64, Vec<Decision>), StoreError> {
-        let inv = invocation(
-            &self.inner.chain,
+        let inv = Invocation {
+            script: &self.inner.chain,
+            code: CHAIN_LUA,
             keys,
-            &[mode.arg(), self.inner.slack_ms],
+            head: &[mode.arg(), self.inner.slack_ms],
             args,
-        );
+        };
         let v: Value = self.inner.conn.invoke(&inv).await.map_err(store_error)?;
         decode(&v)
     }
 
     async fn refund(&self, keys: &[String], at: u64, args: &[u64]) {
-        let inv = invocation(&self.inner.refund, keys, &[at], args);
+        let inv = Invocation {
+            script: &self.inner.refund,
+            code: REFUND_LUA,
+            keys,
+            head: &[at],
+            args,
+        };
         // A refund that fails leaves the charge until its window passes (documented).
         if let Err(e) = self.inner.conn.invoke::<Value>(&inv).await {
             tracing::warn!(

@@ -40,20 +40,37 @@ const LOG: u64 = 3;
 const BUCKET: u64 = 4;
 
 /// A script call: `keys`, then the `head` arguments, then the per-check `args`.
-pub(super) fn invocation<'a>(
-    script: &'a Script,
-    keys: &[String],
-    head: &[u64],
-    args: &[u64],
-) -> redis::ScriptInvocation<'a> {
-    let mut inv = script.prepare_invoke();
-    for k in keys {
-        inv.key(k);
+///
+/// Sent as `EVALSHA`; on `NOSCRIPT` (the script did not run) as `EVAL` with the script's
+/// text, which also caches it. Never `SCRIPT LOAD`: it carries no key, so on a Cluster it
+/// goes to any node — a dead one included — and never to the node that needs the script.
+#[derive(Debug)]
+pub(super) struct Invocation<'a> {
+    pub(super) script: &'a Script,
+    pub(super) code: &'static str,
+    pub(super) keys: &'a [String],
+    pub(super) head: &'a [u64],
+    pub(super) args: &'a [u64],
+}
+
+impl Invocation<'_> {
+    /// `EVALSHA sha …`, or with `text`, `EVAL script …`.
+    pub(super) fn cmd(&self, text: bool) -> redis::Cmd {
+        let mut cmd = if text {
+            let mut c = redis::cmd("EVAL");
+            c.arg(self.code);
+            c
+        } else {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(self.script.get_hash());
+            c
+        };
+        cmd.arg(self.keys.len()).arg(self.keys);
+        for a in self.head.iter().chain(self.args) {
+            cmd.arg(*a);
+        }
+        cmd
     }
-    for a in head.iter().chain(args) {
-        inv.arg(*a);
-    }
-    inv
 }
 
 /// The script's arguments for one check.
