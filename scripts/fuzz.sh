@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 cases="${1:-10000000}"
 export PROPTEST_CASES="$cases"
 for target in \
-    "-p rate-limit-tower --test layer fuzz::" \
+    "-p rate-limit-tower --test fuzz" \
     "-p rate-limit-core --test memory fuzz::" ; do
     start=$(date +%s)
     # shellcheck disable=SC2086

@@ -5,7 +5,6 @@ mod browsers;
 mod concurrency;
 mod extractors;
 mod failures;
-mod fuzz;
 mod logs;
 #[cfg(feature = "metrics")]
 mod metrics;

@@ -4,6 +4,9 @@
 //! `Forwarded` elements, and the extractor's answer must be the model's: the rightmost hop
 //! that is not a trusted proxy; all trusted, the leftmost; garbage where the walk reaches
 //! it, the peer. CI runs proptest's default case count; `scripts/fuzz.sh` runs millions.
+//!
+//! A test binary of its own: garbage hops log `rate_limit.forwarded_invalid`, which the
+//! layer tests' log assertions would otherwise count.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
