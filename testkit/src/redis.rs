@@ -286,6 +286,42 @@ impl RedisCluster {
         &mut self.nodes
     }
 
+    /// Moves `slots` slots from node `from` to node `to` with `redis-cli --cluster reshard`
+    /// (keys migrated one `MIGRATE` per key while clients run, so a slot is half moved for a
+    /// while); blocks until done. Returns
+    /// redis-cli's output; panics if it failed.
+    pub fn reshard(&self, from: usize, to: usize, slots: u32) -> String {
+        let id = |i: usize| self.nodes[i].cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("reshard")
+            .arg(format!("127.0.0.1:{}", self.nodes[from].port()))
+            .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .args(["--cluster-pipeline", "1"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli is installed");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "reshard failed: {text}");
+        text
+    }
+
+    /// How many replies of an error code (`MOVED`, `ASK`, `TRYAGAIN`…) the nodes sent, from
+    /// `INFO errorstats`.
+    pub fn errors_sent(&self, code: &str) -> u64 {
+        let needle = format!("errorstat_{code}:count=");
+        self.nodes
+            .iter()
+            .filter_map(|n| n.try_command(&["INFO", "errorstats"]))
+            .flat_map(|info| {
+                info.lines()
+                    .filter_map(|l| l.strip_prefix(needle.as_str())?.trim().parse::<u64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    }
+
     /// The slot ranges each master owns, by port, as `CLUSTER NODES` on `asked` reports.
     pub fn slot_owners(&self, asked: usize) -> Vec<(u16, Vec<(u16, u16)>)> {
         self.nodes[asked]

@@ -8,6 +8,7 @@ mod exactness;
 mod faults;
 mod node_down;
 mod redis_only;
+mod reshard;
 mod secrets;
 mod sentinel;
 mod support;

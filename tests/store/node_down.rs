@@ -35,6 +35,23 @@ impl Tally {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_dead_master_fails_only_its_own_keys() {
+    one_master_down(Down::Killed).await;
+}
+
+/// The same with the master frozen (SIGSTOP): its connections stay open and nothing answers,
+/// so each request to it costs the time budget until its cool-down starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_frozen_master_fails_only_its_own_keys() {
+    one_master_down(Down::Frozen).await;
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Down {
+    Killed,
+    Frozen,
+}
+
+async fn one_master_down(how: Down) {
     let mut cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
     let victim = cluster.nodes()[1].port();
     let owners = cluster.slot_owners(0);
@@ -107,7 +124,10 @@ async fn one_dead_master_fails_only_its_own_keys() {
     // Counted as "after" from just before the kill: no request that could see it is
     // counted in the baseline.
     killed.store(true, Ordering::Relaxed);
-    cluster.nodes_mut()[1].kill();
+    match how {
+        Down::Killed => cluster.nodes_mut()[1].kill(),
+        Down::Frozen => cluster.nodes()[1].pause(),
+    }
     // Three node timeouts (2 s each): Redis marks the node failed meanwhile.
     tokio::time::sleep(Duration::from_secs(6)).await;
     stop.store(true, Ordering::Relaxed);
@@ -123,8 +143,11 @@ async fn one_dead_master_fails_only_its_own_keys() {
     }
     let (p99_before, p99_live) = (before.p99(), live.p99());
     let live_failed = live.failed as f64 / live.total().max(1) as f64;
+    if let Down::Frozen = how {
+        cluster.nodes()[1].resume();
+    }
     println!(
-        "before: {} requests, {} failed, p99 {:?}; after, live nodes' keys: {} requests, \
+        "{how:?}: before: {} requests, {} failed, p99 {:?}; after, live nodes' keys: {} requests, \
          {:.2}% failed, p99 {:?}; dead node's keys: {} requests, {} failed",
         before.total(),
         before.failed,

@@ -8,6 +8,7 @@ use redis::{RedisError, Script};
 use super::conn::Conn;
 use super::deny::DenyCache;
 use super::script::{CHAIN_LUA, REFUND_LUA};
+use super::tls::Tls;
 use super::{Inner, KEY_VERSION, RedisStore};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::name::is_name_byte;
@@ -29,6 +30,7 @@ pub struct RedisStoreBuilder {
     response_timeout: Duration,
     slack: Duration,
     deny_cache: usize,
+    tls: Tls,
 }
 
 impl RedisStoreBuilder {
@@ -64,6 +66,28 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Trusts this certificate authority (PEM) for `rediss://` servers instead of the
+    /// system's roots (feature `tls`): a private CA, or a managed Redis's own.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate and key (PEM) to `rediss://` servers that ask for
+    /// one (`tls-auth-clients yes`; feature `tls`).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
     /// Builds the store: `redis.url_invalid` for a URL that does not parse,
     /// `store.invalid` for a bad prefix. Does not connect.
     ///
@@ -87,6 +111,8 @@ impl RedisStoreBuilder {
                 "a key prefix is 1 to 32 bytes of A-Z a-z 0-9 . _ -",
             ));
         }
+        #[cfg(feature = "tls")]
+        Tls::install_provider();
         let conn = match &self.sentinel_master {
             #[cfg(feature = "sentinel")]
             Some(master) => Conn::sentinel(
@@ -94,12 +120,14 @@ impl RedisStoreBuilder {
                 master,
                 self.connect_timeout,
                 self.response_timeout,
+                &self.tls,
             )?,
             _ => Conn::new(
                 &self.nodes,
                 self.cluster,
                 self.connect_timeout,
                 self.response_timeout,
+                &self.tls,
             )?,
         };
         let endpoint = match &self.sentinel_master {
@@ -116,7 +144,6 @@ impl RedisStoreBuilder {
                 chain: Script::new(CHAIN_LUA),
                 refund: Script::new(REFUND_LUA),
                 deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
-                topology: super::topology::Topology::new(),
             }),
         })
     }
@@ -192,6 +219,7 @@ impl RedisStore {
             response_timeout: Duration::from_millis(500),
             slack: Duration::from_secs(1),
             deny_cache: DEFAULT_DENY_CACHE,
+            tls: Tls::default(),
         }
     }
 }

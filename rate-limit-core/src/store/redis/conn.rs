@@ -1,19 +1,21 @@
-//! Connections: a lazily connected multiplexed connection, or the async cluster client.
+//! Connections: a lazily connected multiplexed connection, the store's own Cluster client,
+//! or the primary that Sentinels name.
 
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, FromRedisValue, RedisResult, ServerErrorKind, Value};
+use redis::{Cmd, FromRedisValue, IntoConnectionInfo, RedisResult, ServerErrorKind, Value};
 
 use crate::error::ConfigError;
 
 use super::builder::url_error;
 use super::script::Invocation;
+use super::tls::Tls;
 
 pub(super) enum Conn {
     Single(ConnectionManager),
     #[cfg(feature = "cluster")]
-    Cluster(Box<cluster::Lazy>),
+    Cluster(std::sync::Arc<super::cluster::Cluster>),
     #[cfg(feature = "sentinel")]
     Sentinel(Box<sentinel::Follower>),
 }
@@ -24,21 +26,19 @@ impl Conn {
         cluster: bool,
         connect_timeout: Duration,
         response_timeout: Duration,
+        tls: &Tls,
     ) -> Result<Self, ConfigError> {
         if cluster {
             #[cfg(feature = "cluster")]
-            return cluster::Lazy::new(nodes, connect_timeout, response_timeout)
-                .map(|c| Self::Cluster(Box::new(c)));
+            return super::cluster::Cluster::new(nodes, connect_timeout, response_timeout, tls)
+                .map(Self::Cluster);
         }
         let url = nodes.first().map(String::as_str).unwrap_or_default();
-        let client = redis::Client::open(url).map_err(|e| url_error(&e))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(response_timeout))
-            // Reconnection attempts, not command replays: a failed command is never resent.
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(100));
+        let client = url
+            .into_connection_info()
+            .and_then(|info| tls.client(info))
+            .map_err(|e| url_error(&e))?;
+        let config = manager_config(connect_timeout, response_timeout);
         let manager =
             ConnectionManager::new_lazy_with_config(client, config).map_err(|e| url_error(&e))?;
         Ok(Self::Single(manager))
@@ -51,16 +51,28 @@ impl Conn {
         master: &str,
         connect_timeout: Duration,
         response_timeout: Duration,
+        tls: &Tls,
     ) -> Result<Self, ConfigError> {
-        sentinel::Follower::new(sentinels, master, connect_timeout, response_timeout)
+        sentinel::Follower::new(sentinels, master, connect_timeout, response_timeout, tls)
             .map(|f| Self::Sentinel(Box::new(f)))
     }
 
     pub(super) fn is_cluster(&self) -> bool {
-        #[cfg(feature = "cluster")]
-        return matches!(self, Self::Cluster(_));
-        #[cfg(not(feature = "cluster"))]
-        false
+        self.cluster().is_some()
+    }
+
+    /// The Cluster client, when this is one.
+    #[cfg(feature = "cluster")]
+    pub(super) fn cluster(&self) -> Option<&std::sync::Arc<super::cluster::Cluster>> {
+        match self {
+            Self::Cluster(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn cluster(&self) -> Option<&std::convert::Infallible> {
+        None
     }
 
     /// `EVALSHA`, and `EVAL` once on `NOSCRIPT` (see [`Invocation`]).
@@ -69,8 +81,9 @@ impl Conn {
             Self::Single(m) => eval(&mut m.clone(), inv).await,
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
-                let mut con = c.get().await?;
-                eval(&mut con, inv).await
+                use super::cluster::{Target, slot_of};
+                c.send(Target::Slot(slot_of(inv.keys)), true, |text| inv.cmd(text))
+                    .await
             }
             // Boxed: the Sentinel client's connect future is deep enough to overflow the
             // compiler's query depth in crates that nest this store's futures further.
@@ -87,13 +100,18 @@ impl Conn {
         }
     }
 
-    pub(super) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
+    /// A command on the key `name` (on a Cluster, sent to the owner of its slot).
+    pub(super) async fn query<T: FromRedisValue>(&self, cmd: &Cmd, name: &str) -> RedisResult<T> {
+        #[cfg(not(feature = "cluster"))]
+        let _ = name;
         match self {
             Self::Single(m) => cmd.query_async(&mut m.clone()).await,
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
-                let mut con = c.get().await?;
-                cmd.query_async(&mut con).await
+                use super::cluster::Target;
+                let slot = super::keys::slot(name);
+                c.send(Target::Slot(Some(slot)), false, |_| cmd.clone())
+                    .await
             }
             #[cfg(feature = "sentinel")]
             Self::Sentinel(s) => {
@@ -116,13 +134,12 @@ impl Conn {
             Self::Single(m) => cmd.query_async(&mut m.clone()).await?,
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
-                use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-                let mut con = c.get().await?;
-                con.route_command(
-                    cmd,
-                    RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
-                )
-                .await?
+                use super::cluster::Target;
+                let mut all = Vec::new();
+                for m in c.masters().await? {
+                    all.push(c.send(Target::Node(m), false, |_| cmd.clone()).await?);
+                }
+                Value::Array(all)
             }
             #[cfg(feature = "sentinel")]
             Self::Sentinel(s) => {
@@ -133,6 +150,20 @@ impl Conn {
         collect_values(&v, param, &mut out);
         Ok(out)
     }
+}
+
+/// A server's connection settings: the timeouts, and reconnection attempts but never
+/// command replays (a failed command is never resent).
+pub(super) fn manager_config(
+    connect_timeout: Duration,
+    response_timeout: Duration,
+) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(Some(response_timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_millis(100))
 }
 
 /// `EVALSHA`; on `NOSCRIPT` (nothing ran) `EVAL` with the text, on the same connection and
@@ -172,68 +203,6 @@ fn collect_values(v: &Value, param: &str, out: &mut Vec<String>) {
     }
 }
 
-#[cfg(feature = "cluster")]
-mod cluster {
-    use std::time::Duration;
-
-    use redis::cluster::{ClusterClient, ClusterClientBuilder};
-    use redis::cluster_async::ClusterConnection;
-    use redis::{ErrorKind, RedisError, RedisResult};
-    use tokio::sync::RwLock;
-
-    use crate::error::ConfigError;
-
-    use super::url_error;
-
-    /// The cluster client, connected on first use. One node's broken connection is the
-    /// client's to mend (it reconnects to that node alone): dropping the whole connection
-    /// would make every key pay for one node's failure.
-    pub(in crate::store::redis) struct Lazy {
-        client: ClusterClient,
-        con: RwLock<Option<ClusterConnection>>,
-        connect_timeout: Duration,
-    }
-
-    impl Lazy {
-        pub(super) fn new(
-            nodes: &[String],
-            connect_timeout: Duration,
-            response_timeout: Duration,
-        ) -> Result<Self, ConfigError> {
-            let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
-                // The client's own retries would replay commands that may have run (R13).
-                .retries(0)
-                .connection_timeout(connect_timeout)
-                .response_timeout(response_timeout)
-                .build()
-                .map_err(|e| url_error(&e))?;
-            Ok(Self {
-                client,
-                con: RwLock::new(None),
-                connect_timeout,
-            })
-        }
-
-        pub(super) async fn get(&self) -> RedisResult<ClusterConnection> {
-            if let Some(c) = self.con.read().await.as_ref() {
-                return Ok(c.clone());
-            }
-            let mut slot = self.con.write().await;
-            if let Some(c) = slot.as_ref() {
-                return Ok(c.clone());
-            }
-            let con =
-                tokio::time::timeout(self.connect_timeout, self.client.get_async_connection())
-                    .await
-                    .map_err(|_| {
-                        RedisError::from((ErrorKind::Io, "cluster connect timed out"))
-                    })??;
-            *slot = Some(con.clone());
-            Ok(con)
-        }
-    }
-}
-
 #[cfg(feature = "sentinel")]
 mod sentinel {
     use std::time::Duration;
@@ -245,7 +214,7 @@ mod sentinel {
 
     use crate::error::ConfigError;
 
-    use super::url_error;
+    use super::{Tls, url_error};
 
     /// The primary that the Sentinels name, connected on first use. A connection that
     /// breaks, times out or meets `READONLY` (an old primary that came back as a replica) is
@@ -264,13 +233,19 @@ mod sentinel {
             master: &str,
             connect_timeout: Duration,
             response_timeout: Duration,
+            tls: &Tls,
         ) -> Result<Self, ConfigError> {
-            let client = SentinelClient::build(
-                sentinels.to_vec(),
-                master.to_owned(),
-                None,
-                SentinelServerType::Master,
-            )
+            let secure = sentinels.iter().any(|u| u.starts_with("rediss://"));
+            let client = if secure || tls.is_set() {
+                tls_client(sentinels, master, tls)
+            } else {
+                SentinelClient::build(
+                    sentinels.to_vec(),
+                    String::from(master),
+                    None,
+                    SentinelServerType::Master,
+                )
+            }
             .map_err(|e| url_error(&e))?;
             Ok(Self {
                 sentinel: Mutex::new(client),
@@ -314,5 +289,52 @@ mod sentinel {
                 *self.con.write().await = None;
             }
         }
+    }
+
+    /// TLS to the Sentinels and to the primary they name (`rediss://` Sentinel URLs, or
+    /// certificates given to the builder), with the first URL's user and password for the
+    /// Sentinels.
+    #[cfg(feature = "tls")]
+    fn tls_client(sentinels: &[String], master: &str, tls: &Tls) -> RedisResult<SentinelClient> {
+        use redis::sentinel::SentinelClientBuilder;
+        use redis::{ConnectionAddr, IntoConnectionInfo, TlsMode};
+        let mut infos = Vec::with_capacity(sentinels.len());
+        for u in sentinels {
+            infos.push(u.as_str().into_connection_info()?);
+        }
+        let addrs = infos.iter().map(|i| match i.addr() {
+            ConnectionAddr::Tcp(host, port) => ConnectionAddr::TcpTls {
+                host: host.clone(),
+                port: *port,
+                insecure: false,
+                tls_params: None,
+            },
+            other => other.clone(),
+        });
+        let mut b = SentinelClientBuilder::new(addrs, master, SentinelServerType::Master)?
+            .set_client_to_sentinel_tls_mode(TlsMode::Secure)
+            .set_client_to_redis_tls_mode(TlsMode::Secure);
+        if tls.is_set() {
+            b = b
+                .set_client_to_sentinel_certificates(tls.certificates())
+                .set_client_to_redis_certificates(tls.certificates());
+        }
+        if let Some(first) = infos.first().map(redis::ConnectionInfo::redis_settings) {
+            if let Some(user) = first.username() {
+                b = b.set_client_to_sentinel_username(user);
+            }
+            if let Some(password) = first.password() {
+                b = b.set_client_to_sentinel_password(password);
+            }
+        }
+        b.build()
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn tls_client(_: &[String], _: &str, _: &Tls) -> RedisResult<SentinelClient> {
+        Err(RedisError::from((
+            ErrorKind::InvalidClientConfig,
+            "rediss:// needs the crate's `tls` feature",
+        )))
     }
 }

@@ -5,7 +5,6 @@
 //! resharding moves slots). A node's domain is derived from its address, so every process
 //! numbers it alike and a replica promoted in its place is a new, healthy domain.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
@@ -21,20 +20,69 @@ const REFRESH_US: u64 = 5_000_000;
 /// SLOTS`), in µs.
 const URGENT_US: u64 = 500_000;
 
-#[derive(Debug, Default)]
+/// No node known for a slot.
+const UNKNOWN: u16 = u16::MAX;
+/// Redis Cluster's hash slots.
+pub(super) const SLOTS: usize = 16_384;
+
+/// Which master owns each slot: an index into `nodes` per slot.
+#[derive(Debug)]
 pub(super) struct Map {
-    /// (first slot, last slot, domain), sorted.
-    ranges: Vec<(u16, u16, u32)>,
-    /// Domain → `host:port`.
-    names: HashMap<u32, String>,
+    owner: Box<[u16]>,
+    /// `host:port` and domain of every node named so far.
+    nodes: Vec<(Arc<str>, u32)>,
 }
 
 impl Map {
+    fn empty() -> Self {
+        Self {
+            owner: vec![UNKNOWN; SLOTS].into_boxed_slice(),
+            nodes: Vec::new(),
+        }
+    }
+
+    fn node(&mut self, addr: &str) -> u16 {
+        if let Some(i) = self.nodes.iter().position(|(a, _)| &**a == addr) {
+            return u16::try_from(i).unwrap_or(UNKNOWN);
+        }
+        self.nodes.push((Arc::from(addr), domain_of_node(addr)));
+        u16::try_from(self.nodes.len() - 1).unwrap_or(UNKNOWN)
+    }
+
+    /// The master that owns `slot`.
+    pub(super) fn owner(&self, slot: u16) -> Option<&Arc<str>> {
+        let i = *self.owner.get(usize::from(slot))?;
+        self.nodes.get(usize::from(i)).map(|(a, _)| a)
+    }
+
     fn domain_of(&self, slot: u16) -> u32 {
-        let i = self.ranges.partition_point(|&(_, end, _)| end < slot);
-        match self.ranges.get(i) {
-            Some(&(start, end, d)) if start <= slot && slot <= end => d,
-            _ => 0,
+        self.owner
+            .get(usize::from(slot))
+            .and_then(|&i| self.nodes.get(usize::from(i)))
+            .map_or(0, |&(_, d)| d)
+    }
+
+    /// The masters that own at least one slot.
+    pub(super) fn masters(&self) -> Vec<Arc<str>> {
+        let mut owns = vec![false; self.nodes.len()];
+        for &i in self.owner.iter() {
+            if let Some(o) = owns.get_mut(usize::from(i)) {
+                *o = true;
+            }
+        }
+        self.nodes
+            .iter()
+            .zip(owns)
+            .filter(|(_, o)| *o)
+            .map(|((a, _), _)| a.clone())
+            .collect()
+    }
+
+    /// `MOVED slot addr`: the slot has a new owner.
+    fn patch(&mut self, slot: u16, addr: &str) {
+        let i = self.node(addr);
+        if let Some(o) = self.owner.get_mut(usize::from(slot)) {
+            *o = i;
         }
     }
 
@@ -43,7 +91,7 @@ impl Map {
         let Value::Array(entries) = v else {
             return None;
         };
-        let mut map = Self::default();
+        let mut map = Self::empty();
         for e in entries {
             let Value::Array(parts) = e else { return None };
             let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
@@ -59,16 +107,10 @@ impl Map {
             let Some(Value::Int(port)) = master.get(1) else {
                 return None;
             };
-            let name = format!("{host}:{port}");
-            let domain = domain_of_node(&name);
-            map.ranges.push((
-                u16::try_from(*start).ok()?,
-                u16::try_from(*end).ok()?,
-                domain,
-            ));
-            map.names.insert(domain, name);
+            let i = map.node(&format!("{host}:{port}"));
+            let (start, end) = (usize::try_from(*start).ok()?, usize::try_from(*end).ok()?);
+            map.owner.get_mut(start..=end)?.fill(i);
         }
-        map.ranges.sort_unstable();
         Some(map)
     }
 }
@@ -81,7 +123,7 @@ pub(super) fn domain_of_node(addr: &str) -> u32 {
 /// The slot map, and when it was last asked for.
 #[derive(Debug)]
 pub(super) struct Topology {
-    map: RwLock<Option<Arc<Map>>>,
+    map: RwLock<Option<Map>>,
     asked: AtomicU64,
     refreshing: AtomicBool,
     anchor: Instant,
@@ -101,15 +143,23 @@ impl Topology {
         u64::try_from(self.anchor.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    pub(super) fn get(&self) -> Option<Arc<Map>> {
+    /// Reads the map, if there is one.
+    pub(super) fn with<R>(&self, f: impl FnOnce(&Map) -> R) -> Option<R> {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .as_ref()
+            .map(f)
     }
 
     pub(super) fn set(&self, map: Map) {
-        *self.map.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(map));
+        *self.map.write().unwrap_or_else(PoisonError::into_inner) = Some(map);
+    }
+
+    /// `MOVED slot addr`: patched at once, before the whole map is read again.
+    pub(super) fn patch(&self, slot: u16, addr: &str) {
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        map.get_or_insert_with(Map::empty).patch(slot, addr);
     }
 
     /// Whether to read the map again now (`urgent` after a failure); claims the refresh.
@@ -131,14 +181,17 @@ impl Topology {
 
     /// The domains of slots, as far as the map knows them (unknown: the whole store).
     pub(super) fn domains(&self, slots: impl Iterator<Item = u16>) -> Domains {
-        let Some(map) = self.get() else {
-            return Domains::WHOLE;
-        };
-        slots.fold(Domains::NONE, |acc, s| acc.with(map.domain_of(s)))
+        self.with(|map| slots.fold(Domains::NONE, |acc, s| acc.with(map.domain_of(s))))
+            .unwrap_or(Domains::WHOLE)
     }
 
     pub(super) fn name(&self, domain: u32) -> Option<String> {
-        self.get()?.names.get(&domain).cloned()
+        self.with(|map| {
+            map.nodes
+                .iter()
+                .find(|(_, d)| *d == domain)
+                .map(|(a, _)| a.to_string())
+        })?
     }
 }
 
@@ -171,7 +224,8 @@ mod tests {
         assert_eq!(map.domain_of(5_461), d(7001));
         assert_eq!(map.domain_of(16_383), d(7002));
         assert!((1..64).contains(&d(7000)));
-        assert_eq!(map.names[&d(7001)], "127.0.0.1:7001");
+        assert_eq!(map.owner(5_461).map(|a| &**a), Some("127.0.0.1:7001"));
+        assert_eq!(map.masters().len(), 3);
         assert!(Map::parse(&Value::Nil).is_none());
     }
 }
