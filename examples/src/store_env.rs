@@ -9,6 +9,11 @@
 //!
 //! More than one set is a configuration error that names them (the binaries exit with
 //! code 2). Nothing connects at start: a server starts while Redis is down.
+//!
+//! **TLS**: write the nodes as `rediss://host:port/` URLs (all three accept URLs); servers
+//! are verified against the system's roots, or against the PEM certificate authority in the
+//! file `REDIS_CA_CERT` names (a private CA). A file that cannot be read is a configuration
+//! error naming `REDIS_CA_CERT`.
 
 use rate_limit_core::{AnyStore, ConfigError, ConfigErrorKind, MemoryStore, RedisStore};
 
@@ -93,16 +98,45 @@ impl StoreEnv {
         })
     }
 
-    /// The store (not connected yet), announced with [`announce`](crate::announce).
+    /// The store (not connected yet), announced with [`announce`](crate::announce), with
+    /// `REDIS_CA_CERT` from the process environment.
     pub fn build(&self) -> Result<AnyStore, ConfigError> {
+        self.build_from(|k| std::env::var(k).ok())
+    }
+
+    /// The same, with `REDIS_CA_CERT` from any lookup.
+    pub fn build_from(
+        &self,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<AnyStore, ConfigError> {
+        let ca = match get("REDIS_CA_CERT").filter(|p| !p.trim().is_empty()) {
+            None => None,
+            Some(path) => Some(std::fs::read(path.trim()).map_err(|e| {
+                ConfigError::new(
+                    ConfigErrorKind::StoreInvalid,
+                    "REDIS_CA_CERT",
+                    format!("cannot read the CA certificate file: {}", e.kind()),
+                )
+            })?),
+        };
+        let trusting = |b: rate_limit_core::store::redis::RedisStoreBuilder| match &ca {
+            Some(pem) => b.tls_root_certificate(pem.clone()),
+            None => b,
+        };
         let store = match self {
             Self::Memory => AnyStore::Memory(MemoryStore::new()),
-            Self::Redis(url) => AnyStore::Redis(RedisStore::builder(url.clone()).build()?),
+            Self::Redis(url) => {
+                AnyStore::Redis(trusting(RedisStore::builder(url.clone())).build()?)
+            }
             Self::Cluster(nodes) => {
-                AnyStore::Redis(RedisStore::cluster_builder(nodes.clone()).build()?)
+                AnyStore::Redis(trusting(RedisStore::cluster_builder(nodes.clone())).build()?)
             }
             Self::Sentinel { sentinels, master } => AnyStore::Redis(
-                RedisStore::sentinel_builder(sentinels.clone(), master.clone()).build()?,
+                trusting(RedisStore::sentinel_builder(
+                    sentinels.clone(),
+                    master.clone(),
+                ))
+                .build()?,
             ),
         };
         crate::announce(&store);
@@ -158,5 +192,25 @@ mod tests {
         assert_eq!(e.field(), "REDIS_URL, REDIS_CLUSTER");
         let e = env(&[("REDIS_SENTINEL", "s:26379")]).unwrap_err();
         assert_eq!(e.field(), "REDIS_SENTINEL_MASTER");
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_ca_file_is_an_error_that_names_it_and_rediss_urls_pass_through() {
+        let store = env(&[("REDIS_URL", "rediss://10.0.0.1:6380/")]).unwrap();
+        assert_eq!(store, StoreEnv::Redis("rediss://10.0.0.1:6380/".into()));
+        let e = store
+            .build_from(|k| (k == "REDIS_CA_CERT").then(|| "/nonexistent/ca.pem".to_owned()))
+            .unwrap_err();
+        assert_eq!((e.code(), e.field()), ("store.invalid", "REDIS_CA_CERT"));
+        assert!(!e.to_string().contains("nonexistent"), "{e}");
+        assert!(store.build_from(|_| None).is_ok());
+        let cluster = env(&[("REDIS_CLUSTER", "rediss://10.0.0.1:7000/,10.0.0.2:7000")]).unwrap();
+        assert_eq!(
+            cluster,
+            StoreEnv::Cluster(vec![
+                "rediss://10.0.0.1:7000/".into(),
+                "redis://10.0.0.2:7000/".into()
+            ])
+        );
     }
 }

@@ -3,3 +3,4 @@
 //! touches a server it did not start.
 
 pub mod redis;
+pub mod tls;

@@ -121,6 +121,35 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// Starts a standalone server that also serves TLS with `certs` on a second port
+    /// ([`tls_url`](Self::tls_url)); the plain port stays for `redis-cli`.
+    pub fn start_tls(certs: &crate::tls::TestCerts, auth_clients: bool) -> Self {
+        let tls_port = free_port();
+        let mut args = vec!["--tls-port".to_owned(), tls_port.to_string()];
+        args.extend(certs.server_args(auth_clients));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::start_with(free_port(), &args)
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT/`, for a server started with
+    /// [`start_tls`](Self::start_tls).
+    ///
+    /// # Panics
+    ///
+    /// If the server serves no TLS.
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.tls_port())
+    }
+
+    /// The TLS port, from `--tls-port`.
+    pub fn tls_port(&self) -> u16 {
+        self.extra
+            .iter()
+            .position(|a| a == "--tls-port")
+            .and_then(|i| self.extra.get(i + 1)?.parse().ok())
+            .expect("a server started with --tls-port")
+    }
+
     /// Freezes the server (SIGSTOP): it keeps its connections and answers nothing.
     pub fn pause(&self) {
         self.signal("-STOP");
@@ -217,6 +246,21 @@ impl RedisCluster {
     /// Three masters with `replicas` replicas each (3 × (1 + replicas) processes); the
     /// masters are the first three nodes.
     pub fn start_shaped(replicas: usize, extra: &[&str]) -> Self {
+        Self::start_nodes(replicas, extra, None)
+    }
+
+    /// Three masters that also serve TLS with `certs` (`--tls-cluster yes`: the bus too),
+    /// each on a second port; `CLUSTER SLOTS` asked over TLS names those ports.
+    pub fn start_tls(certs: &crate::tls::TestCerts) -> Self {
+        Self::start_nodes(0, &[], Some(certs))
+    }
+
+    /// The nodes' `rediss://` URLs (a Cluster from [`start_tls`](Self::start_tls)).
+    pub fn tls_urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::tls_url).collect()
+    }
+
+    fn start_nodes(replicas: usize, extra: &[&str], tls: Option<&crate::tls::TestCerts>) -> Self {
         let mut ports = Vec::new();
         while ports.len() < 3 * (1 + replicas) {
             let p = free_port();
@@ -237,6 +281,19 @@ impl RedisCluster {
                     "2000",
                 ];
                 args.extend_from_slice(extra);
+                let tls_args: Vec<String> = tls
+                    .map(|certs| {
+                        let mut a = vec![
+                            "--tls-port".to_owned(),
+                            free_port().to_string(),
+                            "--tls-cluster".to_owned(),
+                            "yes".to_owned(),
+                        ];
+                        a.extend(certs.server_args(false));
+                        a
+                    })
+                    .unwrap_or_default();
+                args.extend(tls_args.iter().map(String::as_str));
                 RedisServer::start_with(p, &args)
             })
             .collect();
@@ -421,11 +478,41 @@ pub const SENTINEL_MASTER: &str = "mymaster";
 impl RedisSentinels {
     /// Starts them and waits until every Sentinel sees the replica.
     pub fn start() -> Self {
-        let primary = RedisServer::start();
-        let replica = RedisServer::start_with(
-            free_port(),
-            &["--replicaof", "127.0.0.1", &primary.port().to_string()],
-        );
+        Self::start_inner(None)
+    }
+
+    /// The same over TLS with `certs`: the primary, the replica (`--tls-replication yes`)
+    /// and the Sentinels serve TLS on second ports, and the Sentinels watch the servers' TLS
+    /// ports, so that is the address they name. [`tls_urls`](Self::tls_urls) reach the
+    /// Sentinels over TLS; the plain ports stay for `redis-cli`.
+    pub fn start_tls(certs: &crate::tls::TestCerts) -> Self {
+        Self::start_inner(Some(certs))
+    }
+
+    fn start_inner(tls: Option<&crate::tls::TestCerts>) -> Self {
+        let tls_args = |extra: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+            if let Some(certs) = tls {
+                a.extend(["--tls-port".to_owned(), free_port().to_string()]);
+                a.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
+                a.extend(certs.server_args(false));
+            }
+            a
+        };
+        let start = |extra: &[&str]| {
+            let args = tls_args(extra);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            RedisServer::start_with(free_port(), &args)
+        };
+        let primary = start(&[]);
+        let watched = |s: &RedisServer| {
+            if tls.is_some() {
+                s.tls_port()
+            } else {
+                s.port()
+            }
+        };
+        let replica = start(&["--replicaof", "127.0.0.1", &watched(&primary).to_string()]);
         let mut sentinels = Vec::new();
         for _ in 0..3 {
             let port = free_port();
@@ -440,7 +527,7 @@ impl RedisSentinels {
                      sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
                      sentinel failover-timeout {SENTINEL_MASTER} 4000\n\
                      sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
-                    p = primary.port()
+                    p = watched(&primary)
                 ),
             )
             .expect("a sentinel config");
@@ -448,10 +535,11 @@ impl RedisSentinels {
             // redis-server CONFIG_FILE --sentinel: the config must come first.
             let mut s = RedisServer::unstarted(port, &[]);
             s.config_file = Some(conf);
-            s.extra = vec!["--sentinel".to_owned()];
+            s.extra = tls_args(&["--sentinel"]);
             s.spawn();
             sentinels.push(s);
         }
+        let replica_port = watched(&replica).to_string();
         let me = Self {
             servers: vec![primary, replica],
             sentinels,
@@ -459,7 +547,7 @@ impl RedisSentinels {
         let deadline = Instant::now() + Duration::from_secs(20);
         while me.sentinels.iter().any(|s| {
             !s.cli(&["SENTINEL", "REPLICAS", SENTINEL_MASTER])
-                .contains(&me.servers[1].port().to_string())
+                .contains(&replica_port)
         }) {
             assert!(
                 Instant::now() < deadline,
@@ -473,6 +561,11 @@ impl RedisSentinels {
     /// The Sentinels' URLs.
     pub fn urls(&self) -> Vec<String> {
         self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// The Sentinels' `rediss://` URLs (Sentinels from [`start_tls`](Self::start_tls)).
+    pub fn tls_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::tls_url).collect()
     }
 
     /// The port of the primary the Sentinels name now.

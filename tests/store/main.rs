@@ -12,3 +12,4 @@ mod reshard;
 mod secrets;
 mod sentinel;
 mod support;
+mod tls;

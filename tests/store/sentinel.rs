@@ -16,7 +16,11 @@ fn counter() -> (Limit, Chain) {
 }
 
 /// Checks until the store answers again (at most `for_`); how long that took.
-async fn until_answered(store: &RedisStore, chain: &Chain, for_: Duration) -> Option<Duration> {
+pub(super) async fn until_answered(
+    store: &RedisStore,
+    chain: &Chain,
+    for_: Duration,
+) -> Option<Duration> {
     let t0 = Instant::now();
     while t0.elapsed() < for_ {
         if store.check(chain).await.is_ok() {
@@ -28,7 +32,7 @@ async fn until_answered(store: &RedisStore, chain: &Chain, for_: Duration) -> Op
 }
 
 /// Waits until the Sentinels name another primary than `old`.
-async fn failed_over(s: &RedisSentinels, old: u16, for_: Duration) -> u16 {
+pub(super) async fn failed_over(s: &RedisSentinels, old: u16, for_: Duration) -> u16 {
     let t0 = Instant::now();
     loop {
         if let Some(p) = s.primary_port().filter(|p| *p != old) {
