@@ -3,17 +3,26 @@
 //! brackets, padding, garbage), rendered as `X-Forwarded-For` lines or RFC 7239
 //! `Forwarded` elements, and the extractor's answer must be the model's: the rightmost hop
 //! that is not a trusted proxy; all trusted, the leftmost; garbage where the walk reaches
-//! it, the peer. CI runs proptest's default case count; `scripts/fuzz.sh` runs millions.
+//! it, the peer. `X-Real-IP` (one address a platform sets) is its last line's hop, alone or
+//! before `X-Forwarded-For`. The rate-limit headers are rendered from generated decisions
+//! and parsed back (RFC 9651 lists, re-serialized and parsed again) against a model of what
+//! they must say. CI runs proptest's default case count; `scripts/fuzz.sh` runs millions.
 //!
 //! A test binary of its own: garbage hops log `rate_limit.forwarded_invalid`, which the
 //! layer tests' log assertions would otherwise count.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use std::time::Duration;
+
 use http::request::Parts;
+use http::{HeaderMap, HeaderName};
 use proptest::prelude::*;
-use rate_limit_core::Principal;
+use rate_limit_core::{
+    Answer, Chain, ChainDecision, Decision, Limit, MIN_RETRY_AFTER, Outcome, Principal,
+};
 use rate_limit_tower::extract::{ClientIp, ForwardedSource, KeyExtractor};
+use rate_limit_tower::{Answering, HeaderStyle, Verdict};
 
 #[derive(Debug, Clone)]
 enum Hop {
@@ -209,5 +218,243 @@ proptest! {
         parts.extensions.insert(peer);
         let got = client(ForwardedSource::XForwardedFor).resolve(&parts).unwrap();
         prop_assert_eq!(got, peer.ip());
+    }
+}
+
+fn real_ip() -> HeaderName {
+    HeaderName::from_static("x-real-ip")
+}
+
+/// The model for a single-address header: its last line's hop; garbage → the peer.
+fn header_oracle(lines: &[Hop]) -> Option<Option<IpAddr>> {
+    lines.last().map(Hop::ip)
+}
+
+/// A limit's decision as generated: any outcome, numbers from small to past what a
+/// structured-field integer holds, times from 0 to days, in µs.
+#[derive(Debug, Clone)]
+struct Gen {
+    name: String,
+    outcome: Outcome,
+    quota: u64,
+    remaining: u64,
+    reset_us: u64,
+    retry_us: u64,
+    window_us: u64,
+}
+
+fn number() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 0u64..1_000,
+        2 => 0u64..10_000_000,
+        1 => 999_999_999_999_990u64..1_000_000_000_000_010,
+        1 => any::<u64>(),
+    ]
+}
+
+fn micros() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        2 => 0u64..2_000_000,
+        2 => 0u64..100_000_000_000,
+        1 => prop::sample::select(vec![0u64, 1, 999_999, 1_000_000, 1_000_001]),
+    ]
+}
+
+fn decision() -> impl Strategy<Value = Gen> {
+    (
+        "[A-Za-z0-9._-]{1,24}",
+        prop::sample::select(vec![Outcome::Allowed, Outcome::Denied, Outcome::NeverFits]),
+        number(),
+        number(),
+        micros(),
+        micros(),
+        micros().prop_map(|w| w.max(1)),
+    )
+        .prop_map(
+            |(name, outcome, quota, remaining, reset_us, retry_us, window_us)| Gen {
+                name,
+                outcome,
+                quota,
+                remaining: remaining.min(quota),
+                reset_us,
+                retry_us,
+                window_us,
+            },
+        )
+}
+
+const SF_MAX: u64 = 999_999_999_999_999;
+
+/// What the headers must say about one limit: (q, w, r, t, retry-after).
+fn expected(g: &Gen) -> (u64, u64, u64, u64, Option<u64>) {
+    let secs = |us: u64| us.div_ceil(1_000_000);
+    let min_retry = u64::try_from(MIN_RETRY_AFTER.as_micros()).unwrap();
+    // A denial's retry-after is at least the minimum, and its reset at least that.
+    let (retry_us, reset_us) = match g.outcome {
+        Outcome::Denied => {
+            let r = g.retry_us.max(min_retry);
+            (Some(r), g.reset_us.max(r))
+        }
+        _ => (None, g.reset_us),
+    };
+    let retry = retry_us.map(|r| secs(r).max(1));
+    let t = retry.unwrap_or_else(|| secs(reset_us));
+    (
+        g.quota.min(SF_MAX),
+        secs(g.window_us).clamp(1, SF_MAX),
+        g.remaining.min(SF_MAX),
+        t.min(SF_MAX),
+        retry,
+    )
+}
+
+/// A structured-field list of `"name";a=1;b=2` members: (name, a, b) each. Serialized and
+/// parsed again, it must come back the same.
+fn parse_list(raw: &str, keys: [&str; 2]) -> Result<Vec<(String, u64, u64)>, TestCaseError> {
+    let list = sfv::Parser::new(raw.as_bytes())
+        .parse::<sfv::List>()
+        .map_err(|e| TestCaseError::fail(format!("{raw}: {e}")))?;
+    let rendered = sfv::FieldType::serialize(&list)
+        .ok_or_else(|| TestCaseError::fail(format!("{raw}: cannot be serialized")))?;
+    // Our rendering is already the canonical one.
+    prop_assert_eq!(rendered.as_str(), raw);
+    let again = sfv::Parser::new(rendered.as_bytes())
+        .parse::<sfv::List>()
+        .map_err(|e| TestCaseError::fail(format!("re-serialized {raw}: {e}")))?;
+    prop_assert_eq!(&list, &again);
+    list.iter()
+        .map(|m| match m {
+            sfv::ListEntry::Item(i) => {
+                let int = |k: &str| {
+                    i.params
+                        .get(k)
+                        .and_then(|v| v.as_integer())
+                        .and_then(|n| u64::try_from(i64::from(n)).ok())
+                        .ok_or_else(|| TestCaseError::fail(format!("{raw}: no {k}")))
+                };
+                let name = i
+                    .bare_item
+                    .as_string()
+                    .ok_or_else(|| TestCaseError::fail(format!("{raw}: not a string")))?
+                    .as_str()
+                    .to_owned();
+                prop_assert_eq!(i.params.len(), 2, "{}", raw);
+                Ok((name, int(keys[0])?, int(keys[1])?))
+            }
+            sfv::ListEntry::InnerList(_) => Err(TestCaseError::fail(format!("{raw}: inner list"))),
+        })
+        .collect()
+}
+
+fn header(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get(name).map(|v| v.to_str().unwrap().to_owned())
+}
+
+proptest! {
+    #[test]
+    fn x_real_ip_is_its_last_lines_hop_or_the_peer(
+        hops in prop::collection::vec(hop(), 1..4),
+        pad in prop::sample::select(vec!["", " "]),
+    ) {
+        let rendered: Vec<String> = hops.iter().map(|h| format!("{pad}{}{pad}", h.render())).collect();
+        let parts = request("x-real-ip", &rendered);
+        let got = client(ForwardedSource::Header(real_ip())).resolve(&parts).unwrap();
+        let peer: SocketAddr = PEER.parse().unwrap();
+        let want = header_oracle(&hops).flatten().unwrap_or(peer.ip());
+        prop_assert_eq!(got, want);
+        let key = client(ForwardedSource::Header(real_ip())).extract(&parts).unwrap();
+        prop_assert_eq!(key, Principal::ip(got));
+    }
+
+    #[test]
+    fn x_real_ip_then_x_forwarded_for_takes_the_header_when_it_is_there(
+        real in prop::collection::vec(hop(), 0..3),
+        xff in prop::collection::vec(hop(), 1..6),
+    ) {
+        let mut parts = request("x-forwarded-for", &lines(xff.iter().map(Hop::render).collect(), &[], ""));
+        for h in &real {
+            parts.headers.append("x-real-ip", h.render().parse().unwrap());
+        }
+        let got = client(ForwardedSource::HeaderThenXForwardedFor(real_ip()))
+            .resolve(&parts)
+            .unwrap();
+        let peer: SocketAddr = PEER.parse().unwrap();
+        let want = match header_oracle(&real) {
+            Some(found) => found,
+            None => oracle(&xff),
+        };
+        prop_assert_eq!(got, want.unwrap_or(peer.ip()));
+    }
+
+    #[test]
+    fn rate_limit_headers_parse_back_to_what_was_decided(
+        gens in prop::collection::vec(decision(), 1..5),
+    ) {
+        let limits: Vec<Limit> = gens
+            .iter()
+            .map(|g| Limit::fixed_window(&g.name, 10, Duration::from_secs(1)).unwrap())
+            .collect();
+        let chain = limits
+            .iter()
+            .fold(Chain::new(), |c, l| c.check(l, Principal::user("u")));
+        let decisions: Vec<Decision> = gens
+            .iter()
+            .map(|g| Decision::from_parts(g.outcome, g.quota, g.remaining, g.reset_us, g.retry_us, g.window_us))
+            .collect();
+        let answer = Answer::Store(ChainDecision::new(decisions));
+        let answering = Answering::new().headers(HeaderStyle::Both);
+        let h = match answering.verdict_for(answer, &chain, false) {
+            Verdict::Respond(resp) => {
+                prop_assert_eq!(resp.status(), 429);
+                resp.headers().clone()
+            }
+            Verdict::Proceed(info) => {
+                let mut h = HeaderMap::new();
+                answering.write(&info.expect("a decided chain has headers"), &mut h);
+                h
+            }
+        };
+        let want: Vec<_> = gens.iter().map(expected).collect();
+        let names: Vec<&str> = gens.iter().map(|g| g.name.as_str()).collect();
+        // RateLimit-Policy and RateLimit: every limit, in chain order.
+        let policy = parse_list(&header(&h, "ratelimit-policy").unwrap(), ["q", "w"])?;
+        let state = parse_list(&header(&h, "ratelimit").unwrap(), ["r", "t"])?;
+        for (i, w) in want.iter().enumerate() {
+            prop_assert_eq!(&policy[i], &(names[i].to_owned(), w.0, w.1));
+            prop_assert_eq!(&state[i], &(names[i].to_owned(), w.2, w.3));
+        }
+        prop_assert_eq!(policy.len(), gens.len());
+        // The single-valued trio: the limit that refused, else the one with the fewest
+        // units left (ties: the later reset).
+        let denied = gens.iter().position(|g| g.outcome != Outcome::Allowed);
+        let head = denied.unwrap_or_else(|| {
+            (0..gens.len())
+                .min_by(|&a, &b| {
+                    let reset = |g: &Gen| expected_reset_us(g);
+                    gens[a].remaining.cmp(&gens[b].remaining).then(reset(&gens[b]).cmp(&reset(&gens[a])))
+                })
+                .unwrap()
+        });
+        let int = |n: &str| header(&h, n).map(|v| v.parse::<u64>().unwrap());
+        prop_assert_eq!(int("ratelimit-limit"), Some(want[head].0));
+        prop_assert_eq!(int("ratelimit-remaining"), Some(want[head].2));
+        prop_assert_eq!(int("ratelimit-reset"), Some(want[head].3));
+        // Retry-After: whole seconds, at least 1, exactly when a limit refused with one.
+        let retry = denied.and_then(|i| want[i].4);
+        prop_assert_eq!(int("retry-after"), retry);
+        if let Some(r) = retry {
+            prop_assert!(r >= 1);
+        }
+    }
+}
+
+/// The reset the store keeps for a decision (a denial's is at least its retry-after).
+fn expected_reset_us(g: &Gen) -> u64 {
+    match g.outcome {
+        Outcome::Denied => {
+            let min_retry = u64::try_from(MIN_RETRY_AFTER.as_micros()).unwrap();
+            g.reset_us.max(g.retry_us.max(min_retry))
+        }
+        _ => g.reset_us,
     }
 }
