@@ -17,17 +17,7 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use rate_limit_testkit::redis::{RedisServer, free_port};
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
+use rate_limit_testkit::rss_kib;
 
 /// (seconds since start, answered by Redis with headers) per response.
 type Log = Arc<Mutex<Vec<(f64, bool)>>>;

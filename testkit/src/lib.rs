@@ -4,3 +4,15 @@
 
 pub mod redis;
 pub mod tls;
+
+/// A process's resident set size in KiB, from `/proc/PID/status` (0 where unreadable).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}

@@ -2,7 +2,7 @@
 
 /// The `redis-server` harness (shared with the benches).
 pub use rate_limit_testkit::redis;
-pub use rate_limit_testkit::tls;
+pub use rate_limit_testkit::{rss_kib, tls};
 
 use std::net::SocketAddr;
 

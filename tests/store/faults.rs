@@ -234,3 +234,127 @@ async fn redis_at_its_memory_cap_logs_one_episode_not_one_line_per_flap() {
         "{fallback} fallback and {recovered} recovered lines for {failed} failed checks"
     );
 }
+
+/// Checks until the store answers (at most 10 tries); the failures on the way, which must
+/// be immediate (a dropped connection is known at once, never waited out as a timeout).
+async fn failures_before_an_answer(store: &AnyStore, chain: &Chain) -> usize {
+    for failures in 0..10 {
+        match store.check(chain).await {
+            Ok(_) => return failures,
+            Err(e) => assert_ne!(e.kind(), StoreErrorKind::TimedOut, "{e}"),
+        }
+    }
+    panic!("the store never reconnected");
+}
+
+/// Connections reset under the store (`CLIENT KILL TYPE normal`, what a proxy or a load
+/// balancer resetting connections does): at most the request in flight fails, at once, and
+/// the next one reconnects. On a Cluster, only the node whose connections were reset.
+#[tokio::test]
+async fn reset_connections_cost_at_most_one_request_and_are_made_again() {
+    let server = RedisServer::start();
+    let store = standalone(&server.url());
+    let (_, c) = chain("reset", 1_000_000);
+    store.check(&c).await.unwrap();
+    for _ in 0..5 {
+        let killed = server.cli(&["CLIENT", "KILL", "TYPE", "normal"]);
+        assert!(killed.trim().parse::<u32>().unwrap() >= 1, "{killed}");
+        assert!(failures_before_an_answer(&store, &c).await <= 1);
+    }
+
+    let cluster = rate_limit_tests::redis::RedisCluster::start();
+    let store = crate::support::cluster(&cluster.urls());
+    let limit = Limit::fixed_window("reset-c", 1_000_000, Duration::from_secs(60)).unwrap();
+    let chains: Vec<Chain> = (0..30)
+        .map(|i| Chain::new().check(&limit, Principal::user(format!("r{i}"))))
+        .collect();
+    for c in &chains {
+        store.check(c).await.unwrap();
+    }
+    cluster.nodes()[0].cli(&["CLIENT", "KILL", "TYPE", "normal"]);
+    // Every chain is answered; the reset costs at most one request (the first to use the
+    // dead connection of node 0), and no other node's keys notice.
+    let mut failures = 0;
+    for c in &chains {
+        failures += failures_before_an_answer(&store, c).await;
+    }
+    assert!(failures <= 1, "{failures} requests failed");
+}
+
+/// `n` concurrent checks of `chain`: (answered by Redis, of those admitted, by the failure
+/// policy, the slowest answer).
+async fn burst(
+    limiter: &Limiter<AnyStore>,
+    chain: &Chain,
+    n: usize,
+) -> (usize, usize, usize, Duration) {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (l, c) = (limiter.clone(), chain.clone());
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                let a = l.check(&c, FailurePolicy::Memory).await;
+                (t0.elapsed(), a)
+            })
+        })
+        .collect();
+    let (mut redis, mut admitted, mut policy, mut slowest) = (0, 0, 0, Duration::ZERO);
+    for t in tasks {
+        let (took, answer) = t.await.unwrap();
+        slowest = slowest.max(took);
+        match answer {
+            Answer::Store(d) => {
+                redis += 1;
+                admitted += usize::from(d.is_allowed());
+            }
+            _ => policy += 1,
+        }
+    }
+    (redis, admitted, policy, slowest)
+}
+
+/// A burst of 10 000 concurrent checks on one hot key while every round trip to Redis
+/// takes 100 ms more (a latency proxy): all are answered, Redis admits no more than the
+/// limit, and memory stays bounded. Then round trips longer than the limiter's 500 ms
+/// budget: every check is answered by its failure policy, none waits much past the budget
+/// (the store's cool-down answers the rest at once), nothing hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ten_thousand_request_burst_while_redis_is_slow_is_answered_and_bounded() {
+    use rate_limit_tests::redis::LatencyProxy;
+
+    let server = RedisServer::start();
+    let slow = LatencyProxy::start(server.port(), Duration::from_millis(50));
+    let limiter = Limiter::shared(standalone(&slow.url()));
+    let limit = Limit::fixed_window("burst", 5_000, Duration::from_secs(3_600)).unwrap();
+    // Connected, script loaded: on another key.
+    let warm = Chain::new().check(&limit, Principal::user("warm"));
+    assert!(
+        limiter
+            .check(&warm, FailurePolicy::Memory)
+            .await
+            .failure()
+            .is_none()
+    );
+    let chain = Chain::new().check(&limit, Principal::user("hot"));
+    let rss0 = rate_limit_tests::rss_kib(std::process::id());
+    let (redis, admitted, policy, slowest) = burst(&limiter, &chain, 10_000).await;
+    let grew = rate_limit_tests::rss_kib(std::process::id()).saturating_sub(rss0);
+    println!(
+        "100 ms slower: {redis} answered by Redis ({admitted} admitted), {policy} by the policy; \
+         slowest {slowest:?}; RSS +{grew} KiB"
+    );
+    assert_eq!(redis + policy, 10_000);
+    assert!(admitted <= 5_000, "Redis admitted {admitted} > 5000");
+    assert!(redis >= 5_000, "only {redis} reached Redis at 100 ms");
+    assert!(grew < 64 * 1024, "RSS grew {grew} KiB for a burst");
+    // Liveness, not speed: a generous bound that only a hang would pass.
+    assert!(slowest < Duration::from_secs(5), "{slowest:?}");
+
+    let slower = LatencyProxy::start(server.port(), Duration::from_millis(400));
+    let limiter = Limiter::shared(standalone(&slower.url()));
+    let (redis, _, policy, slowest) = burst(&limiter, &chain, 2_000).await;
+    println!("800 ms round trips: {redis} by Redis, {policy} by the policy; slowest {slowest:?}");
+    assert_eq!(redis, 0);
+    assert_eq!(policy, 2_000);
+    assert!(slowest < Duration::from_secs(5), "{slowest:?}");
+}
