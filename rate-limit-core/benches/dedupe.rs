@@ -21,25 +21,58 @@ fn rate(store: &MemoryStore, rt: &tokio::runtime::Runtime, from: u64, n: u64) ->
     n as f64 / t0.elapsed().as_secs_f64()
 }
 
+/// This process's resident set, in KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
+    // Each phase five times, the median: one 100k run lasts ~50 ms, short enough for the
+    // machine's noise to move it by half.
+    let first = median(
+        (0..5)
+            .map(|_| rate(&MemoryStore::new(), &rt, 0, 100_000))
+            .collect(),
+    );
     let store = MemoryStore::new();
-    let first = rate(&store, &rt, 0, 100_000);
+    let rss0 = rss_kib();
     // Fill to the cap; the last 100k show what a map this large costs without eviction.
-    rate(&store, &rt, 100_000, 800_000);
+    rate(&store, &rt, 0, 900_000);
     let full = rate(&store, &rt, 900_000, 100_000);
-    let past = rate(&store, &rt, 1_000_000, 200_000);
-    println!("new ids per second, first 100k:             {first:>10.0}");
-    println!("new ids per second, 900k-1M (no eviction):  {full:>10.0}");
-    println!("new ids per second, past 1M (at the cap):   {past:>10.0}");
+    let past = median(
+        (0..5)
+            .map(|r| rate(&store, &rt, 1_000_000 + r * 200_000, 200_000))
+            .collect(),
+    );
+    let grew = rss_kib().saturating_sub(rss0);
     println!(
-        "ratio past-cap / first 100k:                {:>10.3}",
+        "memory for 1 000 000 ids (RSS growth):         {:>10.1} B per id",
+        grew as f64 * 1024.0 / 1_000_000.0
+    );
+    println!("new ids per second, first 100k (median of 5):  {first:>10.0}");
+    println!("new ids per second, 900k-1M (no eviction):     {full:>10.0}");
+    println!("new ids per second, past 1M (median of 5):     {past:>10.0}");
+    println!(
+        "ratio past-cap / first 100k:                   {:>10.3}",
         past / first
     );
     println!(
-        "ratio past-cap / 900k-1M:                   {:>10.3}",
+        "ratio past-cap / 900k-1M:                      {:>10.3}",
         past / full
     );
 }

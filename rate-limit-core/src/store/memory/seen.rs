@@ -2,13 +2,43 @@
 //! order for eviction, so that remembering a new id costs amortized O(1) at any size —
 //! expired ids leave from the front, and at the cap the oldest live id goes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use hashbrown::HashMap;
+
+/// Ids arrive as keyed 128-bit digests, already uniform: the map hashes them by mixing
+/// their words, not by hashing them again.
+#[derive(Debug, Default, Clone, Copy)]
+struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(29) ^ n;
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+type Digests<V> = HashMap<[u64; 2], V, BuildHasherDefault<DigestHasher>>;
 
 /// The ids one memory store remembers, at most `cap` of them.
 #[derive(Debug)]
 pub(super) struct Seen {
     /// Id digest → (the time, µs, it is forgotten; the stamp of its queue entry).
-    map: HashMap<[u64; 2], (u64, u64)>,
+    map: Digests<(u64, u64)>,
     /// (digest, stamp) in insertion order; an entry whose stamp no longer matches the map
     /// (released, or remembered again) is stale and skipped.
     order: VecDeque<([u64; 2], u64)>,
@@ -19,7 +49,7 @@ pub(super) struct Seen {
 impl Seen {
     pub(super) fn new(cap: usize) -> Self {
         Self {
-            map: HashMap::new(),
+            map: Digests::default(),
             order: VecDeque::new(),
             next_stamp: 0,
             cap: cap.max(1),
