@@ -116,6 +116,27 @@ impl RedisServer {
         self.port
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The CPU time the process has used (user + system, from `/proc/PID/stat`, in clock
+    /// ticks of 10 ms), as a duration.
+    pub fn cpu_time(&self) -> Duration {
+        let ticks = self
+            .pid()
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+            .and_then(|stat| {
+                // Fields after the command's closing parenthesis: utime is the 12th, stime the 13th.
+                let rest = stat.rsplit_once(')')?.1;
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+            })
+            .unwrap_or(0);
+        Duration::from_millis(ticks * 10)
+    }
+
     /// `redis://127.0.0.1:PORT/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)

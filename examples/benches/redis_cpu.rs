@@ -1,0 +1,90 @@
+//! Redis CPU per check for chains of 1, 2 and 4 limits (issue #13, item 4): redis-server's
+//! own CPU time (user + system, `/proc/PID/stat`) over a fixed number of checks through the
+//! Redis store, per check, with the round trips counted (`INFO commandstats`: `evalsha`
+//! calls per check; the commands a script runs inside are not round trips).
+//!
+//! `cargo bench -p rate-limit-examples --bench redis_cpu` (`CHECKS=` to change the count)
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rate_limit_core::{Chain, Limit, Principal, RedisStore, Store};
+use rate_limit_testkit::redis::RedisServer;
+
+fn main() {
+    let checks: u64 = std::env::var("CHECKS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(300_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let minute = Duration::from_secs(60);
+    // Quotas no check reaches: every check admits and writes its keys.
+    let all = [
+        Limit::token_bucket("burst", 1_000_000, 1_000_000, minute).unwrap(),
+        Limit::fixed_window("minute", 1_000_000, minute).unwrap(),
+        Limit::sliding_window("hour", 1_000_000, Duration::from_secs(3_600)).unwrap(),
+        Limit::fixed_window("day", 10_000_000, Duration::from_secs(86_400)).unwrap(),
+    ];
+    println!("{checks} checks over 10 000 principals, 64 tasks; redis-server CPU ÷ checks");
+    for n in [1usize, 2, 4] {
+        let server = RedisServer::start();
+        let limits = Arc::new(all[..n].to_vec());
+        let store = rt.block_on(async {
+            let s = RedisStore::builder(server.url())
+                .deny_cache(0)
+                .build()
+                .unwrap();
+            s.health().await.unwrap();
+            s
+        });
+        server.cli(&["CONFIG", "RESETSTAT"]);
+        let cpu0 = server.cpu_time();
+        let t0 = Instant::now();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..64u64)
+                .map(|t| {
+                    let (store, limits) = (store.clone(), limits.clone());
+                    tokio::spawn(async move {
+                        let mut i = t;
+                        while i < checks {
+                            let p = Principal::user(format!("u{}", i % 10_000));
+                            let chain = limits
+                                .iter()
+                                .fold(Chain::new(), |c, l| c.check(l, p.clone()));
+                            store.check(&chain).await.expect("Redis answers");
+                            i += 64;
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let wall = t0.elapsed();
+        let cpu = server.cpu_time().saturating_sub(cpu0);
+        let calls = server.command_calls("evalsha") + server.command_calls("eval");
+        // Redis's own timing of the script alone, without reading and writing sockets.
+        let usec_per_call = server
+            .cli(&["INFO", "commandstats"])
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("cmdstat_evalsha:")?
+                    .split(',')
+                    .find_map(|f| f.strip_prefix("usec_per_call="))
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+            .unwrap_or(0.0);
+        println!(
+            "chain of {n}: {:>5.2} µs of Redis CPU per check (script alone {usec_per_call:.2} µs), \
+             {:.4} round trips per check, {:.0} checks/s",
+            cpu.as_secs_f64() * 1e6 / checks as f64,
+            calls as f64 / checks as f64,
+            checks as f64 / wall.as_secs_f64()
+        );
+    }
+}
