@@ -157,12 +157,7 @@ impl Cluster {
             Target::Node(a) => return Ok(a.clone()),
             Target::Slot(s) => *s,
         };
-        if self.topology.with(|_| ()).is_none() {
-            let _one = self.first.lock().await;
-            if self.topology.with(|_| ()).is_none() {
-                self.load().await;
-            }
-        }
+        self.ensure_map().await;
         let known = self
             .topology
             .with(|m| match slot {
@@ -230,16 +225,23 @@ impl Cluster {
         });
     }
 
+    /// Reads the slot map now if there is none yet (one caller at a time); whether there is
+    /// one.
+    async fn ensure_map(&self) -> bool {
+        if self.topology.with(|_| ()).is_some() {
+            return true;
+        }
+        let _one = self.first.lock().await;
+        self.topology.with(|_| ()).is_some() || self.load().await
+    }
+
     /// The masters, from the slot map (read now if there is none yet).
     pub(super) async fn masters(&self) -> RedisResult<Vec<Arc<str>>> {
-        if self.topology.with(|_| ()).is_none() {
-            let _one = self.first.lock().await;
-            if self.topology.with(|_| ()).is_none() && !self.load().await {
-                return Err(RedisError::from((
-                    ErrorKind::Io,
-                    "no Cluster node answered CLUSTER SLOTS",
-                )));
-            }
+        if !self.ensure_map().await {
+            return Err(RedisError::from((
+                ErrorKind::Io,
+                "no Cluster node answered CLUSTER SLOTS",
+            )));
         }
         Ok(self.topology.with(Map::masters).unwrap_or_default())
     }
