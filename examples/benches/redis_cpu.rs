@@ -3,6 +3,9 @@
 //! Redis store, per check, with the round trips counted (`INFO commandstats`: `evalsha`
 //! calls per check; the commands a script runs inside are not round trips).
 //!
+//! Each length twice: every check its own call (`coalesce(0)`), and coalesced (the
+//! default: checks that arrive while a call is in flight ride the next one).
+//!
 //! `cargo bench -p rate-limit-examples --bench redis_cpu` (`CHECKS=` to change the count)
 
 use std::sync::Arc;
@@ -30,12 +33,13 @@ fn main() {
         Limit::fixed_window("day", 10_000_000, Duration::from_secs(86_400)).unwrap(),
     ];
     println!("{checks} checks over 10 000 principals, 64 tasks; redis-server CPU ÷ checks");
-    for n in [1usize, 2, 4] {
+    for (n, coalesce) in [1usize, 2, 4].into_iter().flat_map(|n| [(n, 0), (n, 32)]) {
         let server = RedisServer::start();
         let limits = Arc::new(all[..n].to_vec());
         let store = rt.block_on(async {
             let s = RedisStore::builder(server.url())
                 .deny_cache(0)
+                .coalesce(coalesce)
                 .build()
                 .unwrap();
             s.health().await.unwrap();
@@ -79,8 +83,13 @@ fn main() {
                     .and_then(|v| v.parse::<f64>().ok())
             })
             .unwrap_or(0.0);
+        let how = if coalesce > 1 {
+            "coalesced"
+        } else {
+            "one call each"
+        };
         println!(
-            "chain of {n}: {:>5.2} µs of Redis CPU per check (script alone {usec_per_call:.2} µs), \
+            "chain of {n}, {how:>13}: {:>5.2} µs of Redis CPU per check (script alone {usec_per_call:.2} µs), \
              {:.4} round trips per check, {:.0} checks/s",
             cpu.as_secs_f64() * 1e6 / checks as f64,
             calls as f64 / checks as f64,

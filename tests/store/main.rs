@@ -2,6 +2,7 @@
 //! standalone `redis-server` and a three-master Redis Cluster that the tests start; then
 //! what only Redis can get wrong (key hygiene, one command per chain, faults).
 
+mod coalesce;
 mod conformance;
 mod deny_cache;
 mod exactness;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::{RedisError, Script};
 
+use super::batch::Batcher;
 use super::conn::Conn;
 use super::deny::DenyCache;
 use super::script::{CHAIN_LUA, REFUND_LUA};
@@ -16,6 +17,7 @@ use crate::name::is_name_byte;
 const DEFAULT_PREFIX: &str = "rl";
 const MAX_PREFIX_LEN: usize = 32;
 const DEFAULT_DENY_CACHE: usize = 10_000;
+const DEFAULT_COALESCE: usize = 32;
 
 /// Builds a [`RedisStore`]; nothing connects until the first call.
 #[derive(Debug)]
@@ -30,6 +32,7 @@ pub struct RedisStoreBuilder {
     response_timeout: Duration,
     slack: Duration,
     deny_cache: usize,
+    coalesce: usize,
     tls: Tls,
 }
 
@@ -63,6 +66,20 @@ impl RedisStoreBuilder {
     /// 0 turns it off, and every check goes to Redis.
     pub fn deny_cache(mut self, capacity: usize) -> Self {
         self.deny_cache = capacity;
+        self
+    }
+
+    /// The most chains one call carries when checks are coalesced (default 32); 0 or 1
+    /// turns coalescing off, and every check is its own call. Standalone Redis and
+    /// Sentinel only: on a Cluster every check (every slot group) is its own call.
+    ///
+    /// With coalescing, a check is sent at once when no call is in flight on the
+    /// connection; checks that arrive while one is in flight ride the next call together
+    /// (no timer). Each chain is still atomic and all-or-nothing on its own; the call
+    /// shares one round trip, one read of each key and one write of each key. See the
+    /// [module docs](crate::store::redis#coalescing) for what it saves and costs.
+    pub fn coalesce(mut self, max_chains: usize) -> Self {
+        self.coalesce = max_chains;
         self
     }
 
@@ -135,12 +152,17 @@ impl RedisStoreBuilder {
             None if self.cluster => endpoint(&self.nodes, "redis-cluster"),
             None => endpoint(&self.nodes, "redis"),
         };
+        let conn = Arc::new(conn);
+        let slack_ms = u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX);
+        let batch = (!self.cluster && self.coalesce > 1)
+            .then(|| Batcher::start(conn.clone(), slack_ms, self.coalesce));
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 conn,
+                batch,
                 endpoint,
                 prefix: format!("{}:{KEY_VERSION}", self.prefix),
-                slack_ms: u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX),
+                slack_ms,
                 chain: Script::new(CHAIN_LUA),
                 refund: Script::new(REFUND_LUA),
                 deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
@@ -219,6 +241,7 @@ impl RedisStore {
             response_timeout: Duration::from_millis(500),
             slack: Duration::from_secs(1),
             deny_cache: DEFAULT_DENY_CACHE,
+            coalesce: DEFAULT_COALESCE,
             tls: Tls::default(),
         }
     }

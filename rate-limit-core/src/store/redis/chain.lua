@@ -1,24 +1,36 @@
 #!lua
--- rate-limit: check a chain of limits atomically. A line-for-line port of
--- rate-limit-core's algorithms (src/algorithm/*.rs); keep the two in step.
+-- rate-limit: check one or more chains of limits, each atomically and all-or-nothing on
+-- its own, in one call. A line-for-line port of rate-limit-core's algorithms
+-- (src/algorithm/*.rs); keep the two in step.
 --
--- KEYS[i]  the key of check i (all in one hash slot)
--- ARGV[1]  mode: 0 in order, all or nothing; 1 charge every limit; 2 overdraw;
---           3 count attempts: charge in order up to and including the first refusal
--- ARGV[2]  TTL slack in milliseconds
--- ARGV[3 + 4(i-1) ..]  per check: algorithm (1 fixed, 2 sliding, 3 log, 4 bucket),
---                      quota or capacity, window or emission interval (us), cost
--- Returns {now_us, n, then per evaluated check: outcome (0 allowed, 1 denied,
---          2 never fits), limit, remaining, reset_us, retry_us, window_us}
+-- KEYS     every chain's keys, chain after chain (on a Cluster: one chain, one slot)
+-- ARGV[1]  TTL slack in milliseconds
+-- ARGV[2]  the number of chains
+-- then per chain: mode (0 in order, all or nothing; 1 charge every limit; 2 overdraw;
+--          3 count attempts: charge in order up to and including the first refusal),
+--          its number of checks n, then per check: algorithm (1 fixed, 2 sliding, 3 log,
+--          4 bucket), quota or capacity, window or emission interval (us), cost
+-- Returns {now_us, chains, then per chain: 0, n, then per evaluated check: outcome
+--          (0 allowed, 1 denied, 2 never fits), limit, remaining, reset_us, retry_us,
+--          window_us; or 1, 0 for a chain that failed (it charged nothing)}
 --
--- Time is the server's (TIME), in microseconds; every number stays below 2^53.
+-- Chains see each other's charges in order. Each key is read once (MGET) and written
+-- once (SET .. PX) per call, whatever number of chains touch it.
+-- Time is the server's (TIME), in microseconds; costs arrive capped at 2^52, so every
+-- number stays below 2^53.
 
+local floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
+local tonumber = tonumber
 local IFFITS, ALWAYS, OVERDRAW = 0, 1, 2
-local CAP = 4503599627370496          -- 2^52: costs stop here
 local MIN_RETRY = 1000
 
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local slack = tonumber(ARGV[1])
+local out = {now, tonumber(ARGV[2])}
+
 local function idiv(a, b)
-  local q = math.floor(a / b)
+  local q = floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
   return q
 end
@@ -30,38 +42,45 @@ local function applies(charge, fits, cost, quota)
   return true
 end
 
-local function verdict(charge, fits, cost, quota, remaining, reset, window, retry)
-  if cost > quota and charge ~= OVERDRAW then
-    return {2, quota, remaining, reset, 0, window}
-  elseif fits then
-    return {0, quota, remaining, reset, 0, window}
+-- Writes a decision's six numbers at out[at + 1 .. at + 6].
+local function verdict(at, charge, fits, cost, quota, remaining, reset, window, retry)
+  local o = 0
+  if cost > quota and charge ~= OVERDRAW then o, retry = 2, 0
+  elseif fits then retry = 0
+  else
+    o = 1
+    retry = max(retry, MIN_RETRY)
+    reset = max(reset, retry)
   end
-  retry = math.max(retry, MIN_RETRY)
-  return {1, quota, remaining, math.max(reset, retry), retry, window}
+  out[at + 1], out[at + 2], out[at + 3] = o, quota, remaining
+  out[at + 4], out[at + 5], out[at + 6] = reset, retry, window
+  return o
 end
 
-local function fixed(q, w, st, now, cost, charge)
+-- Each algorithm: writes its decision at `at`, returns the outcome and, when it charged,
+-- the new state and when it expires.
+local function fixed(at, q, w, st, cost, charge)
   local window = idiv(now, w)
   local count = 0
-  if st and st[1] >= window then count = st[2] end
+  if type(st) == 'table' and #st == 2 and st[1] >= window then count = st[2] end
   local ending = (window + 1) * w - now
   local fits = cost <= q and count + cost <= q
   local charged = applies(charge, fits, cost, q)
   local after = count
-  if charged then after = math.min(count + cost, q * 2) end
+  if charged then after = min(count + cost, q * 2) end
   local reset = 0
   if after > 0 then reset = ending end
-  local d = verdict(charge, fits, cost, q, math.max(q - after, 0), reset, w, ending)
-  if charged then return d, {window, after}, (window + 1) * w end
-  return d
+  local o = verdict(at, charge, fits, cost, q, max(q - after, 0), reset, w, ending)
+  if charged then return o, {window, after}, (window + 1) * w end
+  return o
 end
 
-local function sliding(q, w, st, now, cost, charge)
+local function sliding(at, q, w, st, cost, charge)
   local window = idiv(now, w)
   local cap = q * 2
   local curr, prev = 0, 0
-  if st then
-    local sc, sp = math.min(st[2], cap), math.min(st[3], cap)
+  if type(st) == 'table' and #st == 3 then
+    local sc, sp = min(st[2], cap), min(st[3], cap)
     if st[1] >= window then curr, prev = sc, sp
     elseif st[1] + 1 == window then curr, prev = 0, sc end
   end
@@ -69,11 +88,11 @@ local function sliding(q, w, st, now, cost, charge)
   local fits = cost <= q and curr + cost <= q and prev * (w - e) <= (q - curr - cost) * w
   local charged = applies(charge, fits, cost, q)
   local after = curr
-  if charged then after = math.min(curr + cost, cap) end
+  if charged then after = min(curr + cost, cap) end
   local x = prev * (w - e)
   local weighted = idiv(x, w)
   if x - weighted * w ~= 0 then weighted = weighted + 1 end
-  local remaining = math.max(math.max(q - after, 0) - weighted, 0)
+  local remaining = max(max(q - after, 0) - weighted, 0)
   local reset = 0
   if after > 0 then reset = (window + 2) * w - now
   elseif prev > 0 then reset = (window + 1) * w - now end
@@ -81,41 +100,41 @@ local function sliding(q, w, st, now, cost, charge)
   if not fits and cost <= q then
     local room = q - cost
     if curr <= room and prev > 0 then
-      local m = math.min(idiv((room - curr) * w, prev), w)
-      retry = math.max((w - m) - e, 0)
+      local m = min(idiv((room - curr) * w, prev), w)
+      retry = max((w - m) - e, 0)
     else
-      local m = math.min(idiv(room * w, math.max(curr, 1)), w)
+      local m = min(idiv(room * w, max(curr, 1)), w)
       retry = (w - e) + (w - m)
     end
   end
-  local d = verdict(charge, fits, cost, q, remaining, reset, w, retry)
-  if charged then return d, {window, after, prev}, (window + 2) * w end
-  return d
+  local o = verdict(at, charge, fits, cost, q, remaining, reset, w, retry)
+  if charged then return o, {window, after, prev}, (window + 2) * w end
+  return o
 end
 
-local function bucket(capacity, interval, st, now, cost, charge)
+local function bucket(at, capacity, interval, st, cost, charge)
   local span = capacity * interval
   local full_at = now + span
   local limit_at = now + span * 2
   local start = now
-  if st and st[1] > now then start = math.min(st[1], limit_at) end
+  if type(st) == 'number' and st > now then start = min(st, limit_at) end
   local new_tat = start + cost * interval
   local fits = cost <= capacity and new_tat <= full_at
   local charged = applies(charge, fits, cost, capacity)
   local after = start
-  if charged then after = math.min(new_tat, limit_at) end
-  local remaining = idiv(math.max(full_at - after, 0), interval)
-  local d = verdict(charge, fits, cost, capacity, remaining, after - now, span,
-                    math.max(new_tat - full_at, 0))
-  if charged then return d, {after}, after end
-  return d
+  if charged then after = min(new_tat, limit_at) end
+  local remaining = idiv(max(full_at - after, 0), interval)
+  local o = verdict(at, charge, fits, cost, capacity, remaining, after - now, span,
+                    max(new_tat - full_at, 0))
+  if charged then return o, after, after end
+  return o
 end
 
-local function log(q, w, st, now, cost, charge)
+local function log(at, q, w, st, cost, charge)
   local entries, used = {}, 0
-  if st then
+  if type(st) == 'table' and #st % 2 == 0 then
     for j = 1, #st, 2 do
-      local t, c = math.min(st[j], now), st[j + 1]
+      local t, c = min(st[j], now), st[j + 1]
       if t + w > now then
         entries[#entries + 1] = {t, c}
         used = used + c
@@ -128,7 +147,7 @@ local function log(q, w, st, now, cost, charge)
   if not fits and cost <= q then
     local left = used
     for _, en in ipairs(entries) do
-      left = math.max(left - en[2], 0)
+      left = max(left - en[2], 0)
       if left + cost <= q then retry = en[1] + w - now break end
     end
   end
@@ -147,89 +166,157 @@ local function log(q, w, st, now, cost, charge)
   end
   local reset = 0
   if #entries > 0 then reset = entries[#entries][1] + w - now end
-  local d = verdict(charge, fits, cost, q, math.max(q - after, 0), reset, w, retry)
+  local o = verdict(at, charge, fits, cost, q, max(q - after, 0), reset, w, retry)
   if charged then
     local flat = {}
     for _, en in ipairs(entries) do flat[#flat + 1] = en[1]; flat[#flat + 1] = en[2] end
-    return d, flat, entries[#entries][1] + w
+    return o, flat, entries[#entries][1] + w
   end
-  return d
+  return o
 end
 
 local steps = {fixed, sliding, log, bucket}
-local arity = {2, 3, -1, 1}
 
--- A stored state: numbers separated by spaces. Anything else (corrupt data, another
--- type) counts as no state; the next write replaces it.
-local function read(key, algo)
-  local raw = redis.pcall('GET', key)
-  if type(raw) ~= 'string' then return false end
-  local want = arity[algo]
-  if want == 1 then
-    -- One number (the token bucket): tonumber alone, no tokenizer (same rules).
-    local v = tonumber(raw)
-    if v == nil or v < 0 or v ~= math.floor(v) then return false end
-    return {v}
+-- Stored states (key version v3): little-endian doubles, 8 bytes each (struct.pack '<d'),
+-- read once per key (MGET); in here one number is kept as a number, more as a table.
+-- Anything else (corrupt data, another type, a number that is not a whole one below 2^53,
+-- the wrong count for the algorithm) counts as no state; the next write replaces it.
+local raw = {}
+if #KEYS > 0 then
+  local got = redis.call('MGET', unpack(KEYS))
+  for i = 1, #KEYS do raw[KEYS[i]] = got[i] end
+end
+local state, expiry = {}, {}     -- per key: the state as charged so far (false: none)
+
+local spack, sunpack, rep = struct.pack, struct.unpack, string.rep
+local CHUNK = 32                 -- numbers per struct call (bounds the Lua stack)
+local FMT = {}
+for j = 1, CHUNK do FMT[j] = '<' .. rep('d', j) end
+local LIMIT = 9007199254740992   -- 2^53
+
+local function whole(v)
+  return v >= 0 and v < LIMIT and v == floor(v)   -- false for NaN
+end
+
+local function parse(s)
+  if type(s) ~= 'string' then return false end
+  local n = #s / 8
+  if n < 1 or n ~= floor(n) then return false end
+  if n == 1 then
+    local v = sunpack('<d', s)
+    if not whole(v) then return false end
+    return v
   end
   local st = {}
-  for token in string.gmatch(raw, '%S+') do
-    local v = tonumber(token)
-    if v == nil or v < 0 or v ~= math.floor(v) then return false end
-    st[#st + 1] = v
+  for from = 1, n, CHUNK do
+    local got = {sunpack(FMT[min(CHUNK, n - from + 1)], s, (from - 1) * 8 + 1)}
+    for j = 1, #got - 1 do
+      if not whole(got[j]) then return false end
+      st[from + j - 1] = got[j]
+    end
   end
-  if (want > 0 and #st ~= want) or (want < 0 and #st % 2 ~= 0) then return false end
   return st
 end
 
-local function encode(st)
+local function encode(s)
+  if type(s) == 'number' then return spack('<d', s) end
+  local n = #s
+  if n == 0 then return '' end
+  if n <= CHUNK then return spack(FMT[n], unpack(s)) end
   local parts = {}
-  for j, v in ipairs(st) do parts[j] = string.format('%.0f', v) end
-  return table.concat(parts, ' ')
-end
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local mode = tonumber(ARGV[1])
-local slack = tonumber(ARGV[2])
-local charge = IFFITS
-if mode == 1 or mode == 3 then charge = ALWAYS elseif mode == 2 then charge = OVERDRAW end
-
-local n = #KEYS
-local stored, pending, expiry, params, out = {}, {}, {}, {}, {}
-local denied_at = nil
-for i = 1, n do
-  local key = KEYS[i]
-  local base = 2 + (i - 1) * 4
-  local algo = tonumber(ARGV[base + 1])
-  local p1, p2 = tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
-  local cost = math.min(tonumber(ARGV[base + 4]), CAP)
-  params[i] = {algo, p1, p2}
-  if stored[key] == nil then stored[key] = read(key, algo) end
-  local st = pending[key]
-  if st == nil then st = stored[key] end
-  local d, nx, exp = steps[algo](p1, p2, st, now, cost, charge)
-  out[i] = d
-  if nx then pending[key] = nx; expiry[key] = exp end
-  if d[1] ~= 0 and mode == 0 then denied_at = i break end
-  -- Counting attempts: charged up to here, the refusal included; nothing after it.
-  if d[1] ~= 0 and mode == 3 then break end
-end
-
-if denied_at then
-  -- Nothing is charged: the limits before the refusal report their state as it stays.
-  for j = 1, denied_at - 1 do
-    local p = params[j]
-    out[j] = steps[p[1]](p[2], p[3], stored[KEYS[j]], now, 0, IFFITS)
+  for from = 1, n, CHUNK do
+    local to = min(from + CHUNK - 1, n)
+    parts[#parts + 1] = spack(FMT[to - from + 1], unpack(s, from, to))
   end
-else
-  for key, st in pairs(pending) do
-    local ttl = math.max(math.ceil((expiry[key] - now) / 1000), 1) + slack
-    redis.call('SET', key, encode(st), 'PX', ttl)
+  return table.concat(parts)
+end
+
+local function current(key)
+  local st = state[key]
+  if st == nil then
+    st = parse(raw[key])
+    state[key] = st
+  end
+  return st
+end
+
+local pk, pv, pe = {}, {}, {}   -- one chain's charges (key, state, expiry) per check
+
+-- One chain: its keys are KEYS[k + 1 ..], its checks' numbers ARGV[a + 1 ..]. Writes its
+-- output after out[head]; returns how many checks it evaluated. What it charged is kept
+-- only when it passes.
+local function chain(head, mode, n, k, a)
+  local charge = IFFITS
+  if mode == 1 or mode == 3 then charge = ALWAYS elseif mode == 2 then charge = OVERDRAW end
+  local base = head + 2
+  local evaluated = n
+  for i = 1, n do
+    local key = KEYS[k + i]
+    local p = a + (i - 1) * 4
+    -- The state as this chain left it, else as the chains before it left it.
+    local st = nil
+    for j = i - 1, 1, -1 do
+      if pk[j] == key and pv[j] then st = pv[j] break end
+    end
+    if st == nil then st = current(key) end
+    local o, nx, exp = steps[tonumber(ARGV[p + 1])](base + (i - 1) * 6, tonumber(ARGV[p + 2]),
+                                                   tonumber(ARGV[p + 3]), st,
+                                                   tonumber(ARGV[p + 4]), charge)
+    pk[i], pv[i], pe[i] = key, nx or false, exp
+    if o ~= 0 and mode == 0 then
+      -- Nothing is charged: the limits before the refusal report their state as it stays.
+      for j = 1, i - 1 do
+        local q = a + (j - 1) * 4
+        steps[tonumber(ARGV[q + 1])](base + (j - 1) * 6, tonumber(ARGV[q + 2]),
+                                     tonumber(ARGV[q + 3]), current(KEYS[k + j]), 0, IFFITS)
+      end
+      return i
+    end
+    -- Counting attempts: charged up to here, the refusal included; nothing after it.
+    if o ~= 0 and mode == 3 then evaluated = i break end
+  end
+  for i = 1, evaluated do
+    if pv[i] then state[pk[i]] = pv[i]; expiry[pk[i]] = pe[i] end
+  end
+  return evaluated
+end
+
+-- Every chain in turn. With `guard`, each chain runs under its own pcall, so a chain with
+-- bad arguments fails alone (1, 0) and charges nothing.
+local function all(guard)
+  local k, a = 0, 2
+  for _ = 1, out[2] do
+    local mode, n = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    local head = #out
+    out[head + 1], out[head + 2] = 0, 0
+    if guard then
+      local ok, evaluated = pcall(chain, head, mode, n, k, a + 2)
+      if ok then out[head + 2] = evaluated
+      else
+        for j = #out, head + 2, -1 do out[j] = nil end
+        out[head + 1], out[head + 2] = 1, 0
+      end
+    else
+      out[head + 2] = chain(head, mode, n, k, a + 2)
+    end
+    -- Drop what a refusal left past the evaluated checks.
+    for j = #out, head + 2 + out[head + 2] * 6 + 1, -1 do out[j] = nil end
+    k, a = k + n, a + 2 + n * 4
   end
 end
 
-local result = {now, #out}
-for _, d in ipairs(out) do
-  for _, v in ipairs(d) do result[#result + 1] = v end
+-- One pcall for the whole call (Redis 7's pcall costs about a token bucket's whole check,
+-- so not one per chain); nothing is written until the end, so when a chain raised an
+-- error, everything is undone and done again with a pcall per chain.
+if not pcall(all, false) then
+  for j = #out, 3, -1 do out[j] = nil end
+  state, expiry = {}, {}
+  all(true)
 end
-return result
+
+for key, at in pairs(expiry) do
+  local ttl = max(ceil((at - now) / 1000), 1) + slack
+  redis.call('SET', key, encode(state[key]), 'PX', ttl)
+end
+
+return out

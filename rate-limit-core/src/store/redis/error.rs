@@ -52,3 +52,11 @@ pub(super) fn bad_answer() -> StoreError {
         "redis: unexpected script answer",
     )
 }
+
+/// The script refused one chain's arguments (it charged nothing for it).
+pub(super) fn refused_chain() -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Rejected,
+        "redis: the script refused a chain's arguments",
+    )
+}

@@ -1,5 +1,6 @@
-//! The chain script's calling convention: keys, a head of arguments, four numbers per check,
-//! and the answer's layout. `chain.lua` reads exactly this.
+//! The chain script's calling convention: keys, then the slack and the number of chains,
+//! then per chain its mode, its number of checks and four numbers per check; and the
+//! answer's layout. `chain.lua` reads exactly this.
 
 use redis::{Script, Value};
 
@@ -39,7 +40,7 @@ const SLIDING: u64 = 2;
 const LOG: u64 = 3;
 const BUCKET: u64 = 4;
 
-/// A script call: `keys`, then the `head` arguments, then the per-check `args`.
+/// A script call: `keys`, then `args`.
 ///
 /// Sent as `EVALSHA`; on `NOSCRIPT` (the script did not run) as `EVAL` with the script's
 /// text, which also caches it. Never `SCRIPT LOAD`: it carries no key, so on a Cluster it
@@ -49,7 +50,6 @@ pub(super) struct Invocation<'a> {
     pub(super) script: &'a Script,
     pub(super) code: &'static str,
     pub(super) keys: &'a [String],
-    pub(super) head: &'a [u64],
     pub(super) args: &'a [u64],
 }
 
@@ -66,7 +66,7 @@ impl Invocation<'_> {
             c
         };
         cmd.arg(self.keys.len()).arg(self.keys);
-        for a in self.head.iter().chain(self.args) {
+        for a in self.args {
             cmd.arg(*a);
         }
         cmd
@@ -84,33 +84,61 @@ pub(super) fn push_params(args: &mut Vec<u64>, key: &Key, cost: u64) {
     args.extend([algo, p1, p2, cost.min(COST_CAP)]);
 }
 
-/// Decodes `{now, n, n × (outcome, limit, remaining, reset, retry, window)}`.
-pub(super) fn decode(v: &Value) -> Result<(u64, Vec<Decision>), StoreError> {
+/// The head of a chain-script call for `chains` chains.
+pub(super) fn head(slack_ms: u64, chains: usize) -> Vec<u64> {
+    vec![slack_ms, chains as u64]
+}
+
+/// Appends one chain: its mode, its number of checks, then `checks` (four numbers each,
+/// from [`push_params`]).
+pub(super) fn push_chain(args: &mut Vec<u64>, mode: Mode, checks: &[u64]) {
+    args.extend([mode.arg(), (checks.len() / 4) as u64]);
+    args.extend_from_slice(checks);
+}
+
+/// One chain's answer: its decisions, or `None` when the script refused its arguments
+/// (it charged nothing).
+pub(super) type ChainAnswer = Option<Vec<Decision>>;
+
+/// Decodes `{now, chains, per chain: (0, n, n × (outcome, limit, remaining, reset, retry,
+/// window)) or (1, 0)}` for a call of `chains` chains.
+pub(super) fn decode(v: &Value, chains: usize) -> Result<(u64, Vec<ChainAnswer>), StoreError> {
     let Value::Array(items) = v else {
         return Err(bad_answer());
     };
-    let nums: Vec<u64> = items
-        .iter()
-        .map(|i| match i {
-            Value::Int(n) => u64::try_from(*n).map_err(|_| bad_answer()),
-            _ => Err(bad_answer()),
-        })
-        .collect::<Result<_, _>>()?;
-    let (&now, rest) = nums.split_first().ok_or_else(bad_answer)?;
-    let (&n, rest) = rest.split_first().ok_or_else(bad_answer)?;
-    if rest.len() as u64 != n * 6 {
+    let mut nums = items.iter().map(|i| match i {
+        Value::Int(n) => u64::try_from(*n).map_err(|_| bad_answer()),
+        _ => Err(bad_answer()),
+    });
+    let mut next = || nums.next().unwrap_or_else(|| Err(bad_answer()));
+    let now = next()?;
+    if next()? != chains as u64 {
         return Err(bad_answer());
     }
-    let decisions = rest
-        .chunks_exact(6)
-        .map(|c| {
-            let outcome = match c[0] {
+    let mut out = Vec::with_capacity(chains);
+    for _ in 0..chains {
+        let (status, n) = (next()?, next()?);
+        if status != 0 {
+            out.push(None);
+            continue;
+        }
+        let mut decisions = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(64));
+        for _ in 0..n {
+            let outcome = match next()? {
                 0 => Outcome::Allowed,
                 1 => Outcome::Denied,
                 _ => Outcome::NeverFits,
             };
-            Decision::from_parts(outcome, c[1], c[2], c[3], c[4], c[5])
-        })
-        .collect();
-    Ok((now, decisions))
+            let (limit, remaining, reset, retry, window) =
+                (next()?, next()?, next()?, next()?, next()?);
+            decisions.push(Decision::from_parts(
+                outcome, limit, remaining, reset, retry, window,
+            ));
+        }
+        out.push(Some(decisions));
+    }
+    if nums.next().is_some() {
+        return Err(bad_answer());
+    }
+    Ok((now, out))
 }

@@ -1,0 +1,114 @@
+//! Coalescing (standalone Redis): checks that arrive while a call is in flight ride the
+//! next call together. Each chain must stay atomic and all-or-nothing on its own, a chain
+//! with bad arguments must fail alone, and one call must write each key once.
+
+use std::time::Duration;
+
+use rate_limit_core::{AnyStore, Chain, Limit, MemoryStore, Principal, Store};
+use rate_limit_tests::redis::{RedisCluster, RedisServer};
+
+use crate::support::{cluster, standalone};
+
+/// 400 concurrent in-order chains `[user: 1 per hour, everyone: 100 per hour]`, each for
+/// its own user: exactly 100 are admitted, and no refused chain charged its user's key.
+async fn all_or_nothing_each(store: AnyStore) -> (u32, u32) {
+    let hour = Duration::from_secs(3_600);
+    let user = Limit::fixed_window("co-user", 1, hour).unwrap();
+    let everyone = Limit::fixed_window("co-everyone", 100, hour).unwrap();
+    let tasks: Vec<_> = (0..400)
+        .map(|i| {
+            let store = store.clone();
+            let chain = Chain::new()
+                .check(&user, Principal::user(format!("u{i}")))
+                .check(&everyone, Principal::global());
+            tokio::spawn(async move { store.check(&chain).await.expect("answers").is_allowed() })
+        })
+        .collect();
+    let mut admitted = Vec::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        admitted.push((i, t.await.unwrap()));
+    }
+    let mut uncharged = 0;
+    for (i, ok) in &admitted {
+        let left = store
+            .peek(&user.key(Principal::user(format!("u{i}"))))
+            .await
+            .unwrap()
+            .remaining();
+        if *ok {
+            assert_eq!(left, 0, "u{i} was admitted and charged");
+        } else {
+            assert_eq!(left, 1, "u{i} was refused: its own key must be as it was");
+            uncharged += 1;
+        }
+    }
+    let n = admitted.iter().filter(|(_, ok)| *ok).count();
+    (u32::try_from(n).unwrap(), uncharged)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_chains_stay_all_or_nothing_each_on_every_store() {
+    let memory = all_or_nothing_each(AnyStore::Memory(MemoryStore::new())).await;
+    assert_eq!(memory, (100, 300), "memory");
+
+    let server = RedisServer::start();
+    let store = standalone(&server.url());
+    if let AnyStore::Redis(r) = &store {
+        r.health().await.unwrap(); // the script is loaded: every call is one EVALSHA
+    }
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    assert_eq!(all_or_nothing_each(store).await, (100, 300), "standalone");
+    // 400 chains plus 400 peeks, in fewer calls; the shared key written once per call.
+    let calls = server.command_calls("evalsha");
+    let sets = server.command_calls("set");
+    println!("standalone: 800 chains in {calls} calls, {sets} SETs");
+    assert!(calls < 800, "{calls} calls: nothing was coalesced");
+    assert!(
+        sets <= 100 + calls,
+        "{sets} SETs for 100 user keys in {calls} calls"
+    );
+
+    let c = RedisCluster::start();
+    assert_eq!(
+        all_or_nothing_each(cluster(&c.urls())).await,
+        (100, 300),
+        "cluster"
+    );
+}
+
+/// The script itself, as Redis runs it: a call of three chains whose second has bad
+/// arguments answers the other two, and writes nothing for the bad one.
+#[test]
+fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
+    const CHAIN_LUA: &str = include_str!("../../rate-limit-core/src/store/redis/chain.lua");
+    let server = RedisServer::start();
+    for bad in ["9", "x"] {
+        server.cli(&["FLUSHALL"]);
+        // KEYS a b c; slack 1000 ms; 3 chains of one check each, in order: a fixed window
+        // of 5 per minute; chain 2's algorithm is `bad`; a token bucket of 10.
+        let reply = server.cli(&[
+            "EVAL", CHAIN_LUA, "3", "a", "b", "c", "1000", "3", //
+            "0", "1", "1", "5", "60000000", "1", //
+            "0", "1", bad, "5", "60000000", "1", //
+            "0", "1", "4", "10", "1000000", "2",
+        ]);
+        let nums: Vec<i64> = reply
+            .lines()
+            .map(|l| l.trim().parse().unwrap_or_else(|_| panic!("{reply}")))
+            .collect();
+        // now, 3 chains; (0, 1, six numbers); (1, 0); (0, 1, six numbers)
+        assert_eq!(nums.len(), 2 + 8 + 2 + 8, "{nums:?}");
+        assert_eq!(&nums[1..4], &[3, 0, 1], "chain 1 answered: {nums:?}");
+        assert_eq!(nums[4], 0, "chain 1 allowed");
+        assert_eq!(&nums[10..12], &[1, 0], "chain 2 failed alone: {nums:?}");
+        assert_eq!(&nums[12..14], &[0, 1], "chain 3 answered: {nums:?}");
+        assert_eq!(nums[15], 10, "chain 3's capacity");
+        assert_eq!(nums[16], 8, "chain 3 charged 2 of 10");
+        assert_eq!(server.cli(&["EXISTS", "a", "b", "c"]).trim(), "2", "{bad}");
+        assert_eq!(
+            server.cli(&["EXISTS", "b"]).trim(),
+            "0",
+            "the bad chain wrote nothing"
+        );
+    }
+}
