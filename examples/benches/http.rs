@@ -182,9 +182,15 @@ fn main() {
     if redis.is_none() {
         println!("redis-server not found: the Redis rows are left out");
     }
+    // `HTTP_BENCH_PEERS=ours,ours-redis` runs only those (names as in the table).
+    let only = std::env::var("HTTP_BENCH_PEERS").ok();
     let peers: Vec<Peer> = Peer::ALL
         .into_iter()
         .filter(|p| *p != Peer::Redis || redis.is_some())
+        .filter(|p| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|n| n == p.name()))
+        })
         .collect();
     let mut table: Vec<Row> = Vec::new();
     for refused in [false, true] {

@@ -193,7 +193,7 @@ async fn webhook_deliveries_are_processed_once_across_instances() {
     assert!(b.first_seen("delivery-42", day).await.unwrap());
     assert!(!a.first_seen("delivery-42", day).await.unwrap());
     let ttl: i64 = server
-        .cli(&["PTTL", "rl:v3:{x.dedupe:delivery-42}"])
+        .cli(&["PTTL", "rl:v2:{x.dedupe:delivery-42}"])
         .trim()
         .parse()
         .unwrap();

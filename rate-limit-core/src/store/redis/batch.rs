@@ -1,13 +1,15 @@
-//! Coalescing on one connection (standalone Redis, Sentinel): when no call is in flight, a
-//! check is sent at once; checks that arrive while one is in flight ride the next call
-//! together, which leaves when that call's answer arrives or as soon as it holds the
+//! Coalescing: when no call is in flight in its lane, a check is sent at once; checks that
+//! arrive while one is in flight ride the next call together, which leaves when that call's answer arrives or as soon as it holds the
 //! maximum number of chains (full calls are pipelined, so a slow network bounds latency,
-//! not throughput). No timer: a check waits at most for the call ahead of it.
+//! not throughput). No timer: a check waits at most for the call ahead of it. A lane is
+//! the connection (standalone Redis, Sentinel) or, on a Cluster, a hash slot: a script's
+//! keys must share one, so only chains (slot groups) of one slot share a call.
 //!
 //! Each chain stays atomic and all-or-nothing on its own (the script runs the chains in
 //! turn and a chain with bad arguments fails alone); what the batch shares is the call:
 //! one round trip, one `TIME`, one `MGET`, one `SET` per key however many chains touch it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use redis::{Script, Value};
@@ -29,21 +31,32 @@ struct Job {
     reply: oneshot::Sender<Answer>,
 }
 
+/// Which calls a chain may share: on a Cluster its slot, else the one lane.
+type Lane = Option<u16>;
+
 enum Event {
     /// A chain to send.
-    Job(Job),
+    Job(Lane, Job),
     /// A call's answer arrived (and was handed out).
-    Done,
+    Done(Lane),
+}
+
+#[derive(Default)]
+struct LaneState {
+    queue: Vec<Job>,
+    in_flight: usize,
 }
 
 /// The sending side; the task that makes the calls ends when the store is dropped.
 pub(super) struct Batcher {
     tx: mpsc::UnboundedSender<Event>,
+    cluster: bool,
 }
 
 impl Batcher {
     /// Starts the task that sends calls of at most `max` chains (call inside a runtime).
     pub(super) fn start(conn: Arc<Conn>, slack_ms: u64, max: usize) -> Self {
+        let cluster = conn.is_cluster();
         let (tx, rx) = mpsc::unbounded_channel();
         let calls = Calls {
             conn,
@@ -52,19 +65,24 @@ impl Batcher {
             done: tx.downgrade(),
         };
         tokio::spawn(drive(calls, rx, max.max(1)));
-        Self { tx }
+        Self { tx, cluster }
     }
 
     /// Runs one chain (`checks`: four numbers per check) in the next call.
     pub(super) async fn run(&self, keys: Vec<String>, mode: Mode, checks: Vec<u64>) -> Answer {
         let (reply, answer) = oneshot::channel();
+        let lane = if self.cluster {
+            keys.first().map(|k| super::keys::slot(k))
+        } else {
+            None
+        };
         let job = Job {
             keys,
             mode,
             checks,
             reply,
         };
-        self.tx.send(Event::Job(job)).map_err(|_| gone())?;
+        self.tx.send(Event::Job(lane, job)).map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }
 }
@@ -86,36 +104,68 @@ struct Calls {
 }
 
 async fn drive(calls: Calls, mut rx: mpsc::UnboundedReceiver<Event>, max: usize) {
-    let mut queue: Vec<Job> = Vec::new();
-    let mut in_flight = 0usize;
+    let mut lanes: HashMap<Lane, LaneState> = HashMap::new();
+    let mut touched: Vec<Lane> = Vec::new();
     while let Some(event) = rx.recv().await {
         let mut next = Some(event);
         // Everything that has arrived, then decide.
         while let Some(event) = next.take().or_else(|| rx.try_recv().ok()) {
-            match event {
-                Event::Job(job) => queue.push(job),
-                Event::Done => in_flight -= 1,
-            }
-        }
-        while queue.len() >= max || (in_flight == 0 && !queue.is_empty()) {
-            let mut jobs: Vec<Job> = queue.drain(..queue.len().min(max)).collect();
-            // A caller that gave up (its timeout, a dropped request) is not sent: it never ran.
-            jobs.retain(|j| !j.reply.is_closed());
-            let Some(done) = calls.done.upgrade() else {
-                return;
+            let lane = match event {
+                Event::Job(lane, job) => {
+                    lanes.entry(lane).or_default().queue.push(job);
+                    lane
+                }
+                Event::Done(lane) => {
+                    if let Some(l) = lanes.get_mut(&lane) {
+                        l.in_flight -= 1;
+                    }
+                    lane
+                }
             };
-            if jobs.is_empty() {
-                continue;
+            if !touched.contains(&lane) {
+                touched.push(lane);
             }
-            in_flight += 1;
-            tokio::spawn(call(
-                calls.conn.clone(),
-                calls.script.clone(),
-                calls.slack_ms,
-                jobs,
-                done,
-            ));
         }
+        for lane in touched.drain(..) {
+            let Some(state) = lanes.get_mut(&lane) else {
+                continue;
+            };
+            while state.queue.len() >= max || (state.in_flight == 0 && !state.queue.is_empty()) {
+                let n = state.queue.len().min(max);
+                let mut jobs: Vec<Job> = state.queue.drain(..n).collect();
+                // A caller that gave up (its timeout, a dropped request) is not sent: it
+                // never ran.
+                jobs.retain(|j| !j.reply.is_closed());
+                let Some(done) = calls.done.upgrade() else {
+                    return;
+                };
+                if jobs.is_empty() {
+                    continue;
+                }
+                state.in_flight += 1;
+                tokio::spawn(call(
+                    calls.conn.clone(),
+                    calls.script.clone(),
+                    calls.slack_ms,
+                    jobs,
+                    Done(done, lane),
+                ));
+            }
+            // An idle lane holds nothing: forget it (a Cluster has 16 384 slots).
+            if state.in_flight == 0 && state.queue.is_empty() {
+                lanes.remove(&lane);
+            }
+        }
+    }
+}
+
+/// Says "done" however the call ends (a panic included), or partial calls of its lane
+/// would wait for it forever.
+struct Done(mpsc::UnboundedSender<Event>, Lane);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let _ = self.0.send(Event::Done(self.1));
     }
 }
 
@@ -125,17 +175,8 @@ async fn call(
     script: Arc<Script>,
     slack_ms: u64,
     mut jobs: Vec<Job>,
-    done: mpsc::UnboundedSender<Event>,
+    _done: Done,
 ) {
-    // Says "done" however the call ends (a panic included), or partial calls would wait
-    // for it forever.
-    struct Done(mpsc::UnboundedSender<Event>);
-    impl Drop for Done {
-        fn drop(&mut self) {
-            let _ = self.0.send(Event::Done);
-        }
-    }
-    let _done = Done(done);
     let mut keys = Vec::with_capacity(jobs.iter().map(|j| j.keys.len()).sum());
     let mut args = head(slack_ms, jobs.len());
     for job in &mut jobs {

@@ -6,18 +6,15 @@
 //! - **Server time**: the script reads Redis `TIME`, so application servers' clocks never
 //!   matter; a stored time in the future (a failover to a replica whose clock lags) is
 //!   clamped as the algorithms document.
-//! - **Keys**: `<prefix>:v3:{<principal>}:<limit>`, TTL = the state's life (the window;
+//! - **Keys**: `<prefix>:v2:{<principal>}:<limit>`, TTL = the state's life (the window;
 //!   two for the sliding window) plus a small slack (default 1 s). The principal is the
 //!   canonical rendering of [`Principal`](crate::Principal): API keys and credentials are
 //!   hashed before they get here, so no secret reaches Redis, its logs or its files.
-//! - **Versioned names**: `v3` names the key layout and the stored state's format
-//!   ([`KEY_VERSION`]): since `v3`, each state is its numbers as 8-byte little-endian
-//!   doubles (the script reads them with one `struct.unpack`; `v2` held decimal text, whose
-//!   parsing and printing cost the script about 2 µs per key). A release that changes either bumps it, so during a rolling upgrade
+//! - **Versioned names**: `v2` names the key layout and the stored state's format
+//!   ([`KEY_VERSION`]): each state is its numbers as decimal text, space-separated. A release that changes either bumps it, so during a rolling upgrade
 //!   old and new instances count in different keys and never misread or overwrite each
 //!   other's state; what that costs is one window in which a client may be admitted by
-//!   both generations (up to twice its quota), once. Version 2 was the same layout with
-//!   the state as decimal text. Version 1 was `<prefix>:{…}` without
+//!   both generations (up to twice its quota), once. Version 1 was `<prefix>:{…}` without
 //!   a version, with API keys read through `Principal::new` or `HeaderKey` left in plain
 //!   text; its keys expire on their own.
 //! - **Cluster**: each key is hash-tagged by its own principal. A chain whose keys fall
@@ -60,13 +57,15 @@
 //!
 //! # Coalescing
 //!
-//! On standalone Redis and behind Sentinels (on by default, [`RedisStoreBuilder::coalesce`]
-//! sets the most chains per call, 32; 0 turns it off): when no call is in flight on the
-//! connection, a check is sent at once; checks that arrive while one is in flight ride the
-//! next call together, which leaves when that call's answer arrives or as soon as it is
-//! full (full calls are pipelined, so a slow network bounds latency, not throughput). No
-//! timer: an idle store adds no latency, and a busy one makes a check wait at most for the
-//! call ahead of it.
+//! On by default ([`RedisStoreBuilder::coalesce`] sets the most chains per call, 32; 0
+//! turns it off): when no call is in flight on the connection — on a Cluster, for the
+//! chain's hash slot, since a script's keys must share one — a check is sent at once;
+//! checks that arrive while one is in flight ride the next call together, which leaves when
+//! that call's answer arrives or as soon as it is full (full calls are pipelined, so a slow
+//! network bounds latency, not throughput). No timer: an idle store adds no latency, and a
+//! busy one makes a check wait at most for the call ahead of it. On a Cluster this is what
+//! helps a hot key (a global budget, a big tenant): its node gets one call per batch, not
+//! one per request; chains of different slots never share a call.
 //!
 //! One call runs its chains in turn, each atomic and all-or-nothing on its own exactly as
 //! if it were alone: a later chain sees what an earlier one charged, a refused chain
@@ -79,9 +78,8 @@
 //! timeout, a dropped request) is not sent.
 //!
 //! Measured (`cargo bench -p rate-limit-examples --bench redis_cpu`, 64 tasks, one
-//! connection): Redis's CPU per one-check chain fell to 0.34–0.43× of one call per check,
-//! with 0.03 calls per check; see BENCHMARKS.md. On a Cluster a script's keys must share a
-//! slot, so every chain (every slot group) stays its own call there.
+//! connection): Redis's CPU per one-check chain fell to 0.33–0.43× of one call per check,
+//! with 0.03 calls per check; see BENCHMARKS.md.
 //!
 //! # The deny cache
 //!
@@ -177,7 +175,7 @@ use script::{CHAIN_LUA, Invocation, Mode, REFUND_LUA, decode, head, push_chain, 
 
 /// The version of the key layout and stored state, written after the prefix in every key
 /// name (see the [module docs](self)).
-pub const KEY_VERSION: &str = "v3";
+pub const KEY_VERSION: &str = "v2";
 
 /// The Redis store. Cheap to clone; clones share the connection. See the [module docs](self).
 #[derive(Clone)]

@@ -13,17 +13,16 @@ local function idiv(a, b)
   return q
 end
 
--- The stored state: little-endian doubles (chain.lua's format, key version v3).
 local function numbers(raw)
   local st = {}
-  for pos = 1, #raw - 7, 8 do st[#st + 1] = struct.unpack('<d', raw, pos) end
+  for token in string.gmatch(raw, '%S+') do st[#st + 1] = tonumber(token) end
   return st
 end
 
 local function encode(st)
   local parts = {}
-  for j, v in ipairs(st) do parts[j] = struct.pack('<d', v) end
-  return table.concat(parts)
+  for j, v in ipairs(st) do parts[j] = string.format('%.0f', v) end
+  return table.concat(parts, ' ')
 end
 
 local at = tonumber(ARGV[1])
@@ -32,7 +31,7 @@ for i = 1, #KEYS do
   local base = 1 + (i - 1) * 4
   local algo, p2, cost = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   local raw = redis.pcall('GET', KEYS[i])
-  if type(raw) == 'string' and #raw > 0 and #raw % 8 == 0 and cost > 0 then
+  if type(raw) == 'string' and cost > 0 then
     local st = numbers(raw)
     local ok = false
     if algo == 1 and st[1] == idiv(at, p2) then
