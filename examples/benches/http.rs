@@ -9,6 +9,9 @@
 //! `x-key` header from a pool of 10 000 keys (allowed) or one key (refused). Both limiters
 //! send their rate-limit headers. Figures: median over rounds of requests per second, and
 //! p50 / p99 latency.
+//!
+//! `HTTP_BENCH_PEERS=ours,ours-redis` runs only those servers; `HTTP_BENCH_KEYS=1` puts every
+//! allowed request on one key (a hot key: a global budget, one big tenant).
 
 use rate_limit_testkit::redis::RedisServer as Redis;
 use std::net::SocketAddr;
@@ -85,10 +88,16 @@ fn load(addr: SocketAddr, refused: bool) -> Figures {
         .build()
         .unwrap();
     rt.block_on(async move {
+        // `HTTP_BENCH_KEYS=1`: every allowed request on one key (a hot key).
+        let n: usize = std::env::var("HTTP_BENCH_KEYS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(10_000);
         let keys: Arc<Vec<String>> = Arc::new(if refused {
             vec!["hot".to_owned()]
         } else {
-            (0..10_000).map(|i| format!("key-{i:08}")).collect()
+            (0..n).map(|i| format!("key-{i:08}")).collect()
         });
         let start = Instant::now();
         let measure_from = start + WARM;

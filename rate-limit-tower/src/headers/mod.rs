@@ -255,7 +255,11 @@ impl RateLimitInfo {
                     0
                 },
         );
-        headers.reserve(5);
+        // Five headers, plus one: axum's router adds `content-length` after every layer. A
+        // handler's map usually holds one header in 8 slots (room for 6), so it has to grow
+        // once either way; growing here, before these are inserted, rehashes one entry
+        // instead of six when `content-length` would overflow it.
+        headers.reserve(6);
         if trio {
             let h = self.headline();
             for (name, n) in [
