@@ -127,3 +127,23 @@ fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
         );
     }
 }
+
+/// A store built in a runtime that has shut down answers "not sent" (the limiter's
+/// policies then apply), never panics or hangs.
+#[test]
+fn a_store_whose_runtime_has_shut_down_fails_as_not_sent() {
+    use rate_limit_core::{RedisStore, StoreErrorKind};
+
+    let server = RedisServer::start();
+    let short = tokio::runtime::Runtime::new().unwrap();
+    let store = short.block_on(async { RedisStore::builder(server.url()).build().unwrap() });
+    drop(short);
+    let serving = tokio::runtime::Runtime::new().unwrap();
+    let limit = Limit::fixed_window("co-rt", 5, Duration::from_secs(60)).unwrap();
+    let chain = Chain::new().check(&limit, Principal::user("u"));
+    let err = serving
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), store.check(&chain)).await })
+        .expect("answers at once")
+        .unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::NotExecuted, "{err}");
+}

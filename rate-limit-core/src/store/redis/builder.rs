@@ -108,7 +108,11 @@ impl RedisStoreBuilder {
     /// `store.invalid` for a bad prefix. Does not connect.
     ///
     /// Call it inside a Tokio runtime (the connections it prepares belong to one):
-    /// `store.no_runtime` otherwise, where redis-rs itself would panic.
+    /// `store.no_runtime` otherwise, where redis-rs itself would panic. With coalescing on
+    /// (the default), the task that sends the calls runs on this runtime: build the store
+    /// in the runtime that serves requests, not in a short-lived one (once that runtime
+    /// has shut down, checks fail as not sent, `redis: the store's connection task has
+    /// stopped`, and each rule's failure policy answers).
     pub fn build(self) -> Result<RedisStore, ConfigError> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::new(
