@@ -2,8 +2,8 @@
 
 /// A set of failure domains, numbered 0 to 63: domain 0 is the whole store (a store with
 /// one domain, or a part the store cannot name yet); a Redis Cluster node is a domain from
-/// 1 to 63, derived from its address, so every process numbers it alike (two nodes may share
-/// a number in a cluster of many masters: they then cool down together).
+/// 1 to 63, its own as long as the Cluster has at most 63 masters at once (numbers are
+/// handed out per node address, in the order a process first sees them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Domains(u64);
 

@@ -2,11 +2,15 @@
 //!
 //! Read with `CLUSTER SLOTS` in the background (never on a request's path): at the first
 //! check, at most every few seconds after, and at once after a failure (a failover or a
-//! resharding moves slots). A node's domain is derived from its address, so every process
-//! numbers it alike and a replica promoted in its place is a new, healthy domain.
+//! resharding moves slots). Each node address gets its own domain, 1 to 63, in the order
+//! this process first sees it, and keeps it: two masters never share one (a shared number
+//! would make one node's failure cool down the other's keys too), and a replica promoted in
+//! a dead master's place is a new, healthy domain. Numbers are reused only after all 63
+//! have been handed out, and then only those no node of the current map holds.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use redis::Value;
@@ -45,7 +49,8 @@ impl Map {
         if let Some(i) = self.nodes.iter().position(|(a, _)| &**a == addr) {
             return u16::try_from(i).unwrap_or(UNKNOWN);
         }
-        self.nodes.push((Arc::from(addr), domain_of_node(addr)));
+        // Its domain is given when the map is installed (`Topology::set`, `patch`).
+        self.nodes.push((Arc::from(addr), 0));
         u16::try_from(self.nodes.len() - 1).unwrap_or(UNKNOWN)
     }
 
@@ -115,15 +120,56 @@ impl Map {
     }
 }
 
-/// A node's domain, 1 to 63, from its address (0 is the whole store).
-pub(super) fn domain_of_node(addr: &str) -> u32 {
+/// A node's domain by its address, 1 to 63 (0 is the whole store): the fallback when more
+/// than 63 nodes are in one map, and those beyond share numbers.
+fn hashed_domain(addr: &str) -> u32 {
     1 + u32::from(crc16(addr.as_bytes())) % (Domains::COUNT - 1)
+}
+
+/// The domain numbers handed out: one per node address, kept.
+#[derive(Debug, Default)]
+struct Registry {
+    by_addr: HashMap<Arc<str>, u32>,
+    /// Bit `d` set: number `d` has been handed out at some time.
+    used: u64,
+}
+
+impl Registry {
+    /// The domain of `addr`, giving it one if it has none; `live`: the nodes of the map
+    /// being installed, whose numbers must not be taken.
+    fn assign(&mut self, addr: &Arc<str>, live: &[(Arc<str>, u32)]) -> u32 {
+        if let Some(&d) = self.by_addr.get(addr) {
+            return d;
+        }
+        let held = |d: u32| {
+            live.iter()
+                .any(|(a, _)| a != addr && self.by_addr.get(a) == Some(&d))
+        };
+        let fresh = (1..Domains::COUNT).find(|d| self.used & (1 << d) == 0);
+        let free = || (1..Domains::COUNT).find(|&d| !held(d));
+        let d = match fresh.or_else(free) {
+            Some(d) => d,
+            None => return hashed_domain(addr),
+        };
+        self.by_addr.retain(|_, v| *v != d);
+        self.by_addr.insert(addr.clone(), d);
+        self.used |= 1 << d;
+        d
+    }
+
+    fn number(&mut self, map: &mut Map) {
+        let live = map.nodes.clone();
+        for (addr, d) in &mut map.nodes {
+            *d = self.assign(addr, &live);
+        }
+    }
 }
 
 /// The slot map, and when it was last asked for.
 #[derive(Debug)]
 pub(super) struct Topology {
     map: RwLock<Option<Map>>,
+    registry: Mutex<Registry>,
     asked: AtomicU64,
     refreshing: AtomicBool,
     anchor: Instant,
@@ -133,6 +179,7 @@ impl Topology {
     pub(super) fn new() -> Self {
         Self {
             map: RwLock::new(None),
+            registry: Mutex::new(Registry::default()),
             asked: AtomicU64::new(0),
             refreshing: AtomicBool::new(false),
             anchor: Instant::now(),
@@ -152,14 +199,23 @@ impl Topology {
             .map(f)
     }
 
-    pub(super) fn set(&self, map: Map) {
+    pub(super) fn set(&self, mut map: Map) {
+        self.registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .number(&mut map);
         *self.map.write().unwrap_or_else(PoisonError::into_inner) = Some(map);
     }
 
     /// `MOVED slot addr`: patched at once, before the whole map is read again.
     pub(super) fn patch(&self, slot: u16, addr: &str) {
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        map.get_or_insert_with(Map::empty).patch(slot, addr);
+        let mut guard = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        let map = guard.get_or_insert_with(Map::empty);
+        map.patch(slot, addr);
+        self.registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .number(map);
     }
 
     /// Whether to read the map again now (`urgent` after a failure); claims the refresh.
@@ -218,14 +274,70 @@ mod tests {
             node(0, 5_460, 7000),
             node(5_461, 10_922, 7001),
         ]);
-        let map = Map::parse(&v).unwrap();
-        let d = |p| domain_of_node(&format!("127.0.0.1:{p}"));
-        assert_eq!(map.domain_of(0), d(7000));
-        assert_eq!(map.domain_of(5_461), d(7001));
-        assert_eq!(map.domain_of(16_383), d(7002));
-        assert!((1..64).contains(&d(7000)));
-        assert_eq!(map.owner(5_461).map(|a| &**a), Some("127.0.0.1:7001"));
-        assert_eq!(map.masters().len(), 3);
+        let t = Topology::new();
+        t.set(Map::parse(&v).unwrap());
+        let d = |slot| t.domains(std::iter::once(slot)).iter().next().unwrap();
+        // In the order first seen: 7002, 7000, 7001.
+        assert_eq!((d(16_383), d(0), d(5_461)), (1, 2, 3));
+        assert_eq!(t.name(3).as_deref(), Some("127.0.0.1:7001"));
+        t.with(|map| {
+            assert_eq!(map.owner(5_461).map(|a| &**a), Some("127.0.0.1:7001"));
+            assert_eq!(map.masters().len(), 3);
+        });
         assert!(Map::parse(&Value::Nil).is_none());
+    }
+
+    /// Two masters never share a domain, whatever their addresses; a node keeps its number
+    /// across reads of the map; a promoted replica gets a new one.
+    #[test]
+    fn every_master_has_a_domain_of_its_own() {
+        let t = Topology::new();
+        // 63 masters of 260 slots each (the last takes the rest), on ports that collide
+        // under any hash of 63 values.
+        let masters = |ports: &[i64]| {
+            let n = ports.len() as i64;
+            Value::Array(
+                ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &p)| {
+                        let i = i as i64;
+                        let end = if i == n - 1 {
+                            16_383
+                        } else {
+                            (i + 1) * 260 - 1
+                        };
+                        node(i * 260, end, p)
+                    })
+                    .collect(),
+            )
+        };
+        let ports: Vec<i64> = (7000..7063).collect();
+        t.set(Map::parse(&masters(&ports)).unwrap());
+        let all = t.domains((0..16_384).map(|s| s as u16));
+        assert_eq!(all.iter().count(), 63, "63 masters, 63 domains");
+        assert!(!all.iter().any(|d| d == 0));
+        let before = t.domains(std::iter::once(0));
+        t.set(Map::parse(&masters(&ports)).unwrap());
+        assert_eq!(t.domains(std::iter::once(0)), before, "kept across reads");
+        // 7000 dies; a replica on 8000 takes its slots: it gets the one number no live
+        // node holds (all 63 were handed out), never another live master's.
+        let mut promoted = ports.clone();
+        promoted[0] = 8000;
+        t.set(Map::parse(&masters(&promoted)).unwrap());
+        let all = t.domains((0..16_384).map(|s| s as u16));
+        assert_eq!(all.iter().count(), 63);
+        assert_eq!(
+            t.name(before.iter().next().unwrap()).as_deref(),
+            Some("127.0.0.1:8000")
+        );
+        // With fewer masters, a promoted replica gets a number never used before.
+        let t = Topology::new();
+        t.set(Map::parse(&masters(&[7000, 7001, 7002])).unwrap());
+        t.set(Map::parse(&masters(&[8000, 7001, 7002])).unwrap());
+        assert_eq!(t.domains(std::iter::once(0)).iter().next(), Some(4));
+        // MOVED to a node not yet in the map: it is numbered at once.
+        t.patch(0, "127.0.0.1:9000");
+        assert_eq!(t.domains(std::iter::once(0)).iter().next(), Some(5));
     }
 }
