@@ -14,3 +14,4 @@ mod secrets;
 mod sentinel;
 mod support;
 mod tls;
+mod upgrade;
