@@ -147,3 +147,28 @@ fn a_store_whose_runtime_has_shut_down_fails_as_not_sent() {
         .unwrap_err();
     assert_eq!(err.kind(), StoreErrorKind::NotExecuted, "{err}");
 }
+
+/// One call with more keys than Lua can `unpack` at once (its C stack holds 8 000
+/// results): what a large `coalesce` maximum can make of many chains. Answered, all of it.
+#[tokio::test]
+async fn a_call_of_nine_thousand_keys_is_answered() {
+    let server = RedisServer::start();
+    let store = rate_limit_core::RedisStore::builder(server.url())
+        .coalesce(0)
+        .build()
+        .unwrap();
+    let minute = Duration::from_secs(60);
+    let limits: Vec<Limit> = (0..9_000)
+        .map(|i| Limit::fixed_window(&format!("wide{i}"), 1, minute).unwrap())
+        .collect();
+    let chain = limits
+        .iter()
+        .fold(Chain::new(), |c, l| c.check(l, Principal::user("u")));
+    let first = store.check(&chain).await.expect("answered");
+    assert!(first.is_allowed());
+    assert_eq!(first.decisions().len(), 9_000);
+    assert!(
+        !store.check(&chain).await.unwrap().is_allowed(),
+        "each key counted"
+    );
+}

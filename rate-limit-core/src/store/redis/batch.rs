@@ -1,9 +1,10 @@
 //! Coalescing: when no call is in flight in its lane, a check is sent at once; checks that
-//! arrive while one is in flight ride the next call together, which leaves when that call's answer arrives or as soon as it holds the
-//! maximum number of chains (full calls are pipelined, so a slow network bounds latency,
-//! not throughput). No timer: a check waits at most for the call ahead of it. A lane is
-//! the connection (standalone Redis, Sentinel) or, on a Cluster, a hash slot: a script's
-//! keys must share one, so only chains (slot groups) of one slot share a call.
+//! arrive while one is in flight ride the next call together, which leaves when that
+//! call's answer arrives or as soon as it holds the maximum number of chains (full calls
+//! are pipelined, so a slow network bounds latency, not throughput). No timer: a check
+//! waits at most for the call ahead of it. A lane is the connection (standalone Redis,
+//! Sentinel) or, on a Cluster, a hash slot: a script's keys must share one, so only chains
+//! (slot groups) of one slot share a call.
 //!
 //! Each chain stays atomic and all-or-nothing on its own (the script runs the chains in
 //! turn and a chain with bad arguments fails alone); what the batch shares is the call:

@@ -184,9 +184,10 @@ local steps = {fixed, sliding, log, bucket}
 -- no string allocated, and short counts are shorter as text than as 8-byte doubles
 -- (measured: binary doubles cost 16 more bytes per key for every algorithm).
 local raw = {}
-if #KEYS > 0 then
-  local got = redis.call('MGET', unpack(KEYS))
-  for i = 1, #KEYS do raw[KEYS[i]] = got[i] end
+for from = 1, #KEYS, 1000 do     -- MGET in parts: unpack's results must fit Lua's C stack
+  local to = min(from + 999, #KEYS)
+  local got = redis.call('MGET', unpack(KEYS, from, to))
+  for i = from, to do raw[KEYS[i]] = got[i - from + 1] end
 end
 local state, expiry = {}, {}     -- per key: the state as charged so far (false: none)
 local find, gmatch, format = string.find, string.gmatch, string.format
@@ -225,6 +226,9 @@ local function current(key)
 end
 
 local pk, pv, pe = {}, {}, {}   -- one chain's charges (key, state, expiry) per check
+-- A key's state as the running chain left it: valid while `at[key]` is that chain's number
+-- (no clearing between chains, no scan of the chain's earlier checks).
+local at, mine, number = {}, {}, 0
 
 -- One chain: its keys are KEYS[k + 1 ..], its checks' numbers ARGV[a + 1 ..]. Writes its
 -- output after out[head]; returns how many checks it evaluated. What it charged is kept
@@ -234,19 +238,18 @@ local function chain(head, mode, n, k, a)
   if mode == 1 or mode == 3 then charge = ALWAYS elseif mode == 2 then charge = OVERDRAW end
   local base = head + 2
   local evaluated = n
+  number = number + 1
   for i = 1, n do
     local key = KEYS[k + i]
     local p = a + (i - 1) * 4
     -- The state as this chain left it, else as the chains before it left it.
-    local st = nil
-    for j = i - 1, 1, -1 do
-      if pk[j] == key and pv[j] then st = pv[j] break end
-    end
-    if st == nil then st = current(key) end
+    local st
+    if at[key] == number then st = mine[key] else st = current(key) end
     local o, nx, exp = steps[tonumber(ARGV[p + 1])](base + (i - 1) * 6, tonumber(ARGV[p + 2]),
                                                    tonumber(ARGV[p + 3]), st,
                                                    tonumber(ARGV[p + 4]), charge)
     pk[i], pv[i], pe[i] = key, nx or false, exp
+    if nx then at[key], mine[key] = number, nx end
     if o ~= 0 and mode == 0 then
       -- Nothing is charged: the limits before the refusal report their state as it stays.
       for j = 1, i - 1 do
