@@ -172,3 +172,40 @@ async fn a_call_of_nine_thousand_keys_is_answered() {
         "each key counted"
     );
 }
+
+/// A check whose caller gave up (its timeout, a dropped request) while it waited behind a
+/// call in flight is never sent: it did not run, so nothing may be charged for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_whose_caller_gave_up_before_its_call_left_is_not_sent() {
+    use rate_limit_tests::redis::LatencyProxy;
+
+    let server = RedisServer::start();
+    // 100 ms each way: every call takes at least 200 ms.
+    let slow = LatencyProxy::start(server.port(), Duration::from_millis(100));
+    let store = rate_limit_core::RedisStore::builder(slow.url())
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    store.health().await.unwrap(); // connected, script loaded
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let limit = Limit::fixed_window("co-gave-up", 5, Duration::from_secs(3_600)).unwrap();
+    let chain = |u: &str| Chain::new().check(&limit, Principal::user(u));
+    let first = {
+        let (store, chain) = (store.clone(), chain("a"));
+        tokio::spawn(async move { store.check(&chain).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await; // the first call is in flight
+    let gave_up = tokio::time::timeout(Duration::from_millis(20), store.check(&chain("b"))).await;
+    assert!(gave_up.is_err(), "b waits behind the call in flight");
+    assert!(first.await.unwrap().unwrap().is_allowed());
+    // Anything the store would still send has reached Redis by now.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(server.command_calls("evalsha"), 1, "only a's call was sent");
+    let name = |u: &str| store.key_name(&limit.key(Principal::user(u)));
+    assert_eq!(server.cli(&["EXISTS", &name("a")]).trim(), "1");
+    assert_eq!(
+        server.cli(&["EXISTS", &name("b")]).trim(),
+        "0",
+        "b charged nothing"
+    );
+}

@@ -179,31 +179,46 @@ async fn call(
     _done: Done,
 ) {
     let mut keys = Vec::with_capacity(jobs.iter().map(|j| j.keys.len()).sum());
-    let mut args = head(slack_ms, jobs.len());
     for job in &mut jobs {
         keys.append(&mut job.keys);
-        push_chain(&mut args, job.mode, &job.checks);
+    }
+    let chains: Vec<(Mode, &[u64])> = jobs.iter().map(|j| (j.mode, &j.checks[..])).collect();
+    let answers = send(&conn, &script, slack_ms, &keys, &chains).await;
+    drop(chains);
+    for (job, answer) in jobs.into_iter().zip(answers) {
+        let _ = job.reply.send(answer);
+    }
+}
+
+/// Sends `chains` (each: its mode and four numbers per check; their keys one after another
+/// in `keys`) in one call of the chain script: an answer per chain, in order. When the call
+/// fails, each chain gets its error.
+pub(super) async fn send(
+    conn: &Conn,
+    script: &Script,
+    slack_ms: u64,
+    keys: &[String],
+    chains: &[(Mode, &[u64])],
+) -> Vec<Answer> {
+    let mut args = head(slack_ms, chains.len());
+    for (mode, checks) in chains {
+        push_chain(&mut args, *mode, checks);
     }
     let inv = Invocation {
-        script: &script,
+        script,
         code: CHAIN_LUA,
-        keys: &keys,
+        keys,
         args: &args,
     };
+    let each = |e: &dyn Fn() -> StoreError| chains.iter().map(|_| Err(e())).collect();
     match conn.invoke::<Value>(&inv).await {
-        Ok(v) => match decode(&v, jobs.len()) {
-            Ok((now, answers)) => {
-                for (job, answer) in jobs.into_iter().zip(answers) {
-                    let answer = answer.map(|ds| (now, ds)).ok_or_else(refused_chain);
-                    let _ = job.reply.send(answer);
-                }
-            }
-            Err(_) => jobs.into_iter().for_each(|j| {
-                let _ = j.reply.send(Err(bad_answer()));
-            }),
+        Ok(v) => match decode(&v, chains.len()) {
+            Ok((now, answers)) => answers
+                .into_iter()
+                .map(|a| a.map(|ds| (now, ds)).ok_or_else(refused_chain))
+                .collect(),
+            Err(_) => each(&bad_answer),
         },
-        Err(e) => jobs.into_iter().for_each(|j| {
-            let _ = j.reply.send(Err(store_error(e.clone())));
-        }),
+        Err(e) => each(&|| store_error(e.clone())),
     }
 }

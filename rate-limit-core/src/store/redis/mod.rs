@@ -171,8 +171,8 @@ use batch::Batcher;
 pub use builder::RedisStoreBuilder;
 use conn::Conn;
 use deny::DenyCache;
-use error::{bad_answer, classify, refused_chain, store_error};
-use script::{CHAIN_LUA, Invocation, Mode, REFUND_LUA, decode, head, push_chain, push_params};
+use error::{bad_answer, classify, store_error};
+use script::{CHAIN_LUA, Invocation, Mode, REFUND_LUA, decode, head, push_params};
 
 /// The version of the key layout and stored state, written after the prefix in every key
 /// name (see the [module docs](self)).
@@ -230,27 +230,15 @@ impl RedisStore {
 
     /// Runs the chain script for one chain (on a Cluster, one slot group); `checks` holds
     /// four numbers per check. Through the coalescing task when there is one.
-    async fn run(
-        &self,
-        keys: &[String],
-        mode: Mode,
-        checks: &[u64],
-    ) -> Result<(u64, Vec<Decision>), StoreError> {
+    async fn run(&self, keys: Vec<String>, mode: Mode, checks: Vec<u64>) -> batch::Answer {
         if let Some(batch) = &self.inner.batch {
-            return batch.run(keys.to_vec(), mode, checks.to_vec()).await;
+            return batch.run(keys, mode, checks).await;
         }
-        let mut args = head(self.inner.slack_ms, 1);
-        push_chain(&mut args, mode, checks);
-        let inv = Invocation {
-            script: &self.inner.chain,
-            code: CHAIN_LUA,
-            keys,
-            args: &args,
-        };
-        let v: Value = self.inner.conn.invoke(&inv).await.map_err(store_error)?;
-        let (now, mut answers) = decode(&v, 1)?;
-        let decisions = answers.pop().flatten().ok_or_else(refused_chain)?;
-        Ok((now, decisions))
+        let (conn, script) = (&self.inner.conn, &self.inner.chain);
+        batch::send(conn, script, self.inner.slack_ms, &keys, &[(mode, &checks)])
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(bad_answer()))
     }
 
     async fn refund(&self, keys: &[String], at: u64, checks: &[u64]) {
@@ -296,7 +284,9 @@ impl RedisStore {
             }
             return Ok(());
         }
-        self.run(&[], Mode::InOrder, &[]).await.map(|_| ())
+        self.run(Vec::new(), Mode::InOrder, Vec::new())
+            .await
+            .map(|_| ())
     }
 
     /// Warns (`rate_limit.redis_eviction`) when Redis may evict limiter keys: any
@@ -375,7 +365,7 @@ impl RedisStore {
             ChainMode::CountAttempts => Mode::CountAttempts,
         };
         let checks = chain.checks();
-        let names: Vec<String> = checks.iter().map(|c| self.key_name(c.key())).collect();
+        let mut names: Vec<String> = checks.iter().map(|c| self.key_name(c.key())).collect();
         // Consecutive checks in one slot form a group (one group when not clustered).
         let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
         let mut start = 0;
@@ -394,12 +384,26 @@ impl RedisStore {
         let sent = self.inner.deny.as_ref().map(DenyCache::now);
         let mut decisions = Vec::with_capacity(checks.len());
         let mut charged: Vec<(std::ops::Range<usize>, u64, Vec<u64>)> = Vec::new();
+        // One group (always, standalone): its names and numbers go to the call as they are;
+        // with more, each group's are copied, as a refund may need them afterwards.
+        let single = groups.len() == 1;
         for g in groups {
             let mut args = Vec::with_capacity(g.len() * 4);
             for c in &checks[g.clone()] {
                 push_params(&mut args, c.key(), c.cost());
             }
-            let (now, ds) = match self.run(&names[g.clone()], mode, &args).await {
+            let slot = self
+                .inner
+                .conn
+                .is_cluster()
+                .then(|| keys::slot(&names[g.start]));
+            let kept = (!single).then(|| args.clone());
+            let group = if single {
+                std::mem::take(&mut names)
+            } else {
+                names[g.clone()].to_vec()
+            };
+            let (now, ds) = match self.run(group, mode, args).await {
                 Ok(answer) => answer,
                 Err(e) => {
                     if !self.inner.conn.is_cluster() {
@@ -413,8 +417,7 @@ impl RedisStore {
                             self.refund(&names[range.clone()], *at, args).await;
                         }
                     }
-                    let slot = keys::slot(&names[g.start]);
-                    let domain = self.slot_domains(std::iter::once(slot));
+                    let domain = self.slot_domains(slot.into_iter());
                     return Err(match domain.iter().next() {
                         Some(d) if d != 0 => e.with_domain(d),
                         _ => e,
@@ -445,7 +448,9 @@ impl RedisStore {
                 // The groups charged so far stay charged; later groups are not sent.
                 break;
             }
-            charged.push((g, now, args));
+            if let Some(args) = kept {
+                charged.push((g, now, args));
+            }
         }
         if let (Some(cache), Some(sent)) = (&self.inner.deny, sent) {
             cache.record(chain, &decisions, sent);
@@ -492,7 +497,7 @@ impl Store for RedisStore {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, check.key(), check.cost());
         let (_, mut ds) = self
-            .run(&[self.key_name(check.key())], Mode::Overdraw, &args)
+            .run(vec![self.key_name(check.key())], Mode::Overdraw, args)
             .await?;
         ds.pop().ok_or_else(bad_answer)
     }
@@ -501,7 +506,7 @@ impl Store for RedisStore {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, key, 0);
         let (_, mut ds) = self
-            .run(&[self.key_name(key)], Mode::InOrder, &args)
+            .run(vec![self.key_name(key)], Mode::InOrder, args)
             .await?;
         ds.pop().ok_or_else(bad_answer)
     }
