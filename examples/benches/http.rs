@@ -11,7 +11,9 @@
 //! p50 / p99 latency.
 //!
 //! `HTTP_BENCH_PEERS=ours,ours-redis` runs only those servers; `HTTP_BENCH_KEYS=1` puts every
-//! allowed request on one key (a hot key: a global budget, one big tenant).
+//! allowed request on one key (a hot key: a global budget, one big tenant). `ours-redis-lease`
+//! is `ours-redis` with the limit leased (bench-server's `BENCH_LEASE=1`: slices of up to
+//! 100 units for 50 ms).
 
 use rate_limit_testkit::redis::RedisServer as Redis;
 use std::net::SocketAddr;
@@ -195,7 +197,7 @@ fn main() {
     let only = std::env::var("HTTP_BENCH_PEERS").ok();
     let peers: Vec<Peer> = Peer::ALL
         .into_iter()
-        .filter(|p| *p != Peer::Redis || redis.is_some())
+        .filter(|p| !p.on_redis() || redis.is_some())
         .filter(|p| {
             only.as_deref()
                 .is_none_or(|o| o.split(',').any(|n| n == p.name()))
@@ -207,20 +209,20 @@ fn main() {
         let mut p50 = vec![Vec::new(); peers.len()];
         let mut p99 = vec![Vec::new(); peers.len()];
         let mut st = vec![[0u64; 2]; peers.len()];
-        let (mut commands, mut sent) = (0u64, 0u64);
+        let (mut commands, mut sent) = (vec![0u64; peers.len()], vec![0u64; peers.len()]);
         for round in 0..ROUNDS {
             for (k, &peer) in peers.iter().enumerate() {
                 let url = redis.as_ref().map(Redis::url);
-                if let (Peer::Redis, Some(r)) = (peer, &redis) {
+                if let (true, Some(r)) = (peer.on_redis(), &redis) {
                     r.cli(&["FLUSHALL"]);
                     r.cli(&["CONFIG", "RESETSTAT"]);
                 }
                 let server = start(peer, refused, url);
                 let f = load(server.addr, refused);
                 drop(server);
-                if let (Peer::Redis, Some(r)) = (peer, &redis) {
-                    commands += script_calls(r);
-                    sent += f.sent;
+                if let (true, Some(r)) = (peer.on_redis(), &redis) {
+                    commands[k] += script_calls(r);
+                    sent[k] += f.sent;
                 }
                 println!(
                     "{} round {round} {}: {:.0} req/s, p50 {} µs, p99 {} µs, 2xx {} 429 {}",
@@ -247,7 +249,8 @@ fn main() {
                 p50: median(p50[k].clone()),
                 p99: median(p99[k].clone()),
                 statuses: st[k],
-                commands: (peer == Peer::Redis && sent > 0).then(|| commands as f64 / sent as f64),
+                commands: (peer.on_redis() && sent[k] > 0)
+                    .then(|| commands[k] as f64 / sent[k] as f64),
             });
         }
     }
@@ -322,6 +325,11 @@ fn main() {
             (true, Peer::Redis),
             (true, Peer::Ours),
         ),
+        (
+            "allowed: ours on Redis, leased ÷ ours in memory",
+            (false, Peer::RedisLease),
+            (false, Peer::Ours),
+        ),
     ];
     println!();
     for (label, a, b) in ratios {
@@ -329,14 +337,15 @@ fn main() {
             println!("{label} = {:.3}", a / b);
         }
     }
-    for r in table.iter().filter(|r| r.peer == Peer::Redis) {
+    for r in table.iter().filter(|r| r.peer.on_redis()) {
         let mem = table
             .iter()
             .find(|m| m.refused == r.refused && m.peer == Peer::Ours);
         if let Some(m) = mem {
             println!(
-                "{}: Redis adds p50 {:+.0} µs, p99 {:+.0} µs",
+                "{} {}: Redis adds p50 {:+.0} µs, p99 {:+.0} µs",
                 if r.refused { "refused" } else { "allowed" },
+                r.peer.name(),
                 r.p50 - m.p50,
                 r.p99 - m.p99
             );

@@ -73,7 +73,7 @@ fn run_one(spec: &str) {
     let n: u64 = n.parse().expect("a request count");
     let (peer, traffic) = case.rsplit_once('-').expect("<peer>-<traffic>");
     let peer = Peer::parse(peer)
-        .filter(|p| *p != Peer::Redis)
+        .filter(|p| !p.on_redis())
         .expect("bare, noop-layer, ours or governor");
     let refused = traffic == "refused";
     let rt = runtime();

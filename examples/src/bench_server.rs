@@ -2,8 +2,10 @@
 //!
 //! `BENCH_BIND` (default `127.0.0.1:3900`), `BENCH_ALGORITHM` (`token-bucket`,
 //! `sliding-window`, `fixed-window`), `BENCH_LIMIT` (default 1 000 000: never reached),
-//! `BENCH_WINDOW_MS` (default 1 000), `REDIS_URL` (unset: the memory store). The default
-//! rate-limit headers are on, as a real deployment would send them.
+//! `BENCH_WINDOW_MS` (default 1 000), `BENCH_LEASE` (unset or `0`: off; `1`: the limit is
+//! leased in slices of up to 100 units for 50 ms; a larger number: slices of up to that
+//! many), `REDIS_URL` (unset: the memory store). The default rate-limit headers are on, as
+//! a real deployment would send them.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,6 +25,8 @@ pub struct BenchConfig {
     pub limit: u64,
     /// The window, in milliseconds.
     pub window_ms: u64,
+    /// The largest leased slice (0: no lease).
+    pub lease: u64,
     /// Where to count (`REDIS_URL`, `REDIS_CLUSTER`, `REDIS_SENTINEL`; none: memory).
     pub store: crate::StoreEnv,
 }
@@ -33,6 +37,7 @@ impl Default for BenchConfig {
             algorithm: "token-bucket".to_owned(),
             limit: 1_000_000,
             window_ms: 1_000,
+            lease: 0,
             store: crate::StoreEnv::Memory,
         }
     }
@@ -53,6 +58,10 @@ impl BenchConfig {
             algorithm: std::env::var("BENCH_ALGORITHM").unwrap_or(d.algorithm),
             limit: num("BENCH_LIMIT", d.limit),
             window_ms: num("BENCH_WINDOW_MS", d.window_ms),
+            lease: match num("BENCH_LEASE", d.lease) {
+                1 => 100,
+                n => n,
+            },
             store: crate::StoreEnv::from_env()?,
         })
     }
@@ -60,7 +69,7 @@ impl BenchConfig {
     /// The limit these settings describe.
     pub fn limit(&self) -> Result<Limit, ConfigError> {
         let w = Duration::from_millis(self.window_ms);
-        match self.algorithm.as_str() {
+        let limit = match self.algorithm.as_str() {
             "sliding-window" => Limit::sliding_window("bench", self.limit, w),
             "fixed-window" => Limit::fixed_window("bench", self.limit, w),
             _ => Limit::token_bucket(
@@ -69,6 +78,10 @@ impl BenchConfig {
                 self.limit.min(u64::from(u32::MAX)),
                 w,
             ),
+        }?;
+        match self.lease {
+            0 => Ok(limit),
+            n => limit.leased(n.min(self.limit), Duration::from_millis(50)),
         }
     }
 }

@@ -44,6 +44,10 @@ pub enum ConfigErrorKind {
     PrefixInvalid,
     /// A store that needs a Tokio runtime built outside one.
     NoRuntime,
+    /// A lease that cannot work: a slice of zero or above the quota, a lifetime under
+    /// 1 ms or above [`MAX_LEASE_LIFETIME`](crate::MAX_LEASE_LIFETIME), or a sliding log
+    /// (which cannot be leased).
+    LeaseInvalid,
 }
 
 impl ConfigErrorKind {
@@ -69,6 +73,7 @@ impl ConfigErrorKind {
             Self::RedirectInvalid => "answer.redirect_invalid",
             Self::PrefixInvalid => "ip.prefix_invalid",
             Self::NoRuntime => "store.no_runtime",
+            Self::LeaseInvalid => "limit.lease_invalid",
         }
     }
 }

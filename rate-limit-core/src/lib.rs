@@ -54,7 +54,9 @@ pub use clock::{Clock, FakeClock, SystemClock, TokioClock};
 pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use key::Key;
-pub use limit::{AlgorithmKind, Limit, MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW};
+pub use limit::{
+    AlgorithmKind, Limit, MAX_LEASE_LIFETIME, MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW,
+};
 pub use limiter::{Answer, FailurePolicy, FailureReason, Limiter, LimiterBuilder};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use principal::{

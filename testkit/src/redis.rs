@@ -32,7 +32,23 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts a standalone server on a free port.
     pub fn start() -> Self {
-        Self::start_with(free_port(), &[])
+        Self::start_retrying(free_port(), |_| Vec::new())
+    }
+
+    /// Starts a server on `port` with the arguments `args(port)`; when the port was taken
+    /// between choosing it and binding it (a client's ephemeral port, another test), on
+    /// another free port, up to 5 times.
+    fn start_retrying(mut port: u16, args: impl Fn(u16) -> Vec<String>) -> Self {
+        for _ in 0..5 {
+            let extra = args(port);
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let mut s = Self::unstarted(port, &extra);
+            if s.try_spawn() {
+                return s;
+            }
+            port = free_port();
+        }
+        panic!("redis-server did not start on 5 ports (is it installed? .ci/run installs it)");
     }
 
     /// Starts a standalone server on a free port, or `None` when `redis-server` is not
@@ -104,6 +120,13 @@ impl RedisServer {
                 .is_some_and(|r| r.contains("PONG"))
             {
                 return true;
+            }
+            // Exited (its port was taken): no use waiting.
+            if let Some(c) = &mut self.child
+                && c.try_wait().ok().flatten().is_some()
+            {
+                self.child = None;
+                return false;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -292,33 +315,38 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = ports
             .iter()
             .map(|&p| {
-                let conf = format!("nodes-{p}.conf");
-                let mut args = vec![
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    &conf,
-                    "--cluster-node-timeout",
-                    "2000",
-                ];
-                args.extend_from_slice(extra);
-                let tls_args: Vec<String> = tls
-                    .map(|certs| {
-                        let mut a = vec![
-                            "--tls-port".to_owned(),
-                            free_port().to_string(),
-                            "--tls-cluster".to_owned(),
-                            "yes".to_owned(),
-                        ];
-                        a.extend(certs.server_args(false));
-                        a
-                    })
-                    .unwrap_or_default();
-                args.extend(tls_args.iter().map(String::as_str));
-                RedisServer::start_with(p, &args)
+                RedisServer::start_retrying(p, |p| {
+                    let conf = format!("nodes-{p}.conf");
+                    let mut args = vec![
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        &conf,
+                        "--cluster-node-timeout",
+                        "2000",
+                    ];
+                    args.extend_from_slice(extra);
+                    let tls_args: Vec<String> = tls
+                        .map(|certs| {
+                            let mut a = vec![
+                                "--tls-port".to_owned(),
+                                free_port().to_string(),
+                                "--tls-cluster".to_owned(),
+                                "yes".to_owned(),
+                            ];
+                            a.extend(certs.server_args(false));
+                            a
+                        })
+                        .unwrap_or_default();
+                    args.extend(tls_args.iter().map(String::as_str));
+                    args.iter().map(|a| (*a).to_owned()).collect()
+                })
             })
             .collect();
-        let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
         let out = Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")

@@ -7,6 +7,7 @@ mod conformance;
 mod deny_cache;
 mod exactness;
 mod faults;
+mod lease;
 mod node_down;
 mod redis_only;
 mod reshard;

@@ -39,17 +39,25 @@ pub(crate) enum Peer {
     Governor,
     /// `bench-server`'s app on a Redis store (a `redis-server` the bench starts).
     Redis,
+    /// The same with the limit leased (`BENCH_LEASE=1`: slices of up to 100 for 50 ms).
+    RedisLease,
 }
 
 impl Peer {
     /// Every peer, in the order they alternate.
-    pub(crate) const ALL: [Peer; 5] = [
+    pub(crate) const ALL: [Peer; 6] = [
         Peer::Bare,
         Peer::Noop,
         Peer::Ours,
         Peer::Governor,
         Peer::Redis,
+        Peer::RedisLease,
     ];
+
+    /// Whether it counts in Redis.
+    pub(crate) fn on_redis(self) -> bool {
+        matches!(self, Peer::Redis | Peer::RedisLease)
+    }
 
     /// The short name used on the command line and in output.
     pub(crate) fn name(self) -> &'static str {
@@ -59,6 +67,7 @@ impl Peer {
             Peer::Ours => "ours",
             Peer::Governor => "governor",
             Peer::Redis => "ours-redis",
+            Peer::RedisLease => "ours-redis-lease",
         }
     }
 
@@ -71,11 +80,12 @@ impl Peer {
     /// The app: allowing everything, or with one key's quota of one per hour (`refused`).
     /// `Redis` counts in the Redis at `redis_url`.
     pub(crate) fn router(self, refused: bool, redis_url: Option<&str>) -> Router {
-        let ours = |redis_url: Option<&str>| {
+        let ours = |redis_url: Option<&str>, lease: u64| {
             let cfg = BenchConfig {
                 store: redis_url.map_or(rate_limit_examples::StoreEnv::Memory, |u| {
                     rate_limit_examples::StoreEnv::Redis(u.to_owned())
                 }),
+                lease,
                 ..BenchConfig::default()
             };
             app(&if refused {
@@ -94,8 +104,9 @@ impl Peer {
             Peer::Noop => bare_app().layer(tower::util::MapResponseLayer::new(
                 |r: axum::response::Response| r,
             )),
-            Peer::Ours => ours(None),
-            Peer::Redis => ours(Some(redis_url.expect("a Redis for the Redis peer"))),
+            Peer::Ours => ours(None, 0),
+            Peer::Redis => ours(Some(redis_url.expect("a Redis for the Redis peer")), 0),
+            Peer::RedisLease => ours(Some(redis_url.expect("a Redis for the Redis peer")), 100),
             Peer::Governor => {
                 let mut b = GovernorConfigBuilder::default().key_extractor(XKey);
                 if refused {

@@ -17,6 +17,12 @@
 //! window = "60s"               # ms, s, m, h, d
 //! on_store_error = "open"      # closed (default) | memory | open
 //!
+//! [limits.everyone]
+//! algorithm = "fixed_window"
+//! quota = 100000
+//! window = "1s"
+//! lease = { max_slice = 100, lifetime = "50ms" }   # Limit::leased: a hot key on Redis
+//!
 //! [limits.host]
 //! algorithm = "token_bucket"
 //! capacity = 10
@@ -31,7 +37,7 @@
 //! | `redis.url_invalid` | a URL that does not parse |
 //! | `limit.name_invalid` | a limit name unusable as a key or structured-field string |
 //! | `limit.algorithm_invalid` | an unknown algorithm |
-//! | `limit.quota_zero`, `limit.window_invalid`, `limit.rate_too_high`, `limit.overflow` | as for limits built in code |
+//! | `limit.quota_zero`, `limit.window_invalid`, `limit.rate_too_high`, `limit.overflow`, `limit.lease_invalid` | as for limits built in code |
 //! | `policy.invalid` | an unknown failure policy |
 //! | `rule.unknown_limit` | code asks for a limit the file does not define |
 
@@ -76,6 +82,14 @@ struct RawLimit {
     refill: Option<u64>,
     period: Option<String>,
     on_store_error: Option<String>,
+    lease: Option<RawLease>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLease {
+    max_slice: u64,
+    lifetime: String,
 }
 
 /// Which store the configuration asks for.
@@ -200,6 +214,13 @@ fn limit(name: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
                 format!("{other:?}: use fixed_window, sliding_window, sliding_log or token_bucket"),
             ));
         }
+    };
+    let built = match (built, &raw.lease) {
+        (Ok(l), Some(lease)) => {
+            let lifetime = duration(&lease.lifetime, format!("{path}.lease.lifetime"))?;
+            l.leased(lease.max_slice, lifetime)
+        }
+        (built, _) => built,
     };
     built.map_err(|e| {
         if e.kind() == ConfigErrorKind::NameInvalid {

@@ -16,6 +16,7 @@ const GOOD: &str = r#"
     quota = 20
     window = "60s"
     on_store_error = "open"
+    lease = { max_slice = 4, lifetime = "20ms" }
 
     [limits.host]
     algorithm = "token_bucket"
@@ -30,6 +31,8 @@ fn a_good_file_builds_limits_policies_and_a_limiter() {
     assert_eq!(c.store_kind(), &StoreKind::Memory { max_keys: None });
     let poll = c.limit("poll").unwrap();
     assert_eq!((poll.quota(), poll.window()), (20, Duration::from_secs(60)));
+    assert_eq!(poll.lease(), Some((4, Duration::from_millis(20))));
+    assert_eq!(c.limit("host").unwrap().lease(), None);
     assert_eq!(c.policy("poll").unwrap(), FailurePolicy::Open);
     assert_eq!(
         c.policy("host").unwrap(),
@@ -127,6 +130,26 @@ fn each_error_code_from_a_bad_file() {
             "[limits.p]\nalgorithm = \"token_bucket\"\ncapacity = 5\nrefill = 2000000\nperiod = \"1s\"",
             "limit.rate_too_high",
             "limits.p.refill",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"1s\"\nlease = { max_slice = 6, lifetime = \"50ms\" }",
+            "limit.lease_invalid",
+            "limits.p.lease.max_slice",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"1s\"\nlease = { max_slice = 2, lifetime = \"1s\" }",
+            "limit.lease_invalid",
+            "limits.p.lease.lifetime",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"1s\"\nlease = { max_slice = 2, lifetime = \"soon\" }",
+            "limit.window_invalid",
+            "limits.p.lease.lifetime",
+        ),
+        (
+            "[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"1s\"\nlease = { max_slice = 2 }",
+            "config.invalid",
+            "file",
         ),
     ];
     for (text, code, field) in cases {

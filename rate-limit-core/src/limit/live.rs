@@ -21,6 +21,9 @@ pub(super) struct Inner {
     /// Per-principal parameters (admin overrides); the flag spares the lock when empty.
     has_overrides: AtomicBool,
     overrides: RwLock<HashMap<Box<str>, Params>>,
+    /// The lease (see [`Limit::leased`]): the largest slice and its lifetime in µs; 0: none.
+    pub(super) lease_slice: AtomicU64,
+    pub(super) lease_us: AtomicU64,
 }
 
 impl Inner {
@@ -62,6 +65,8 @@ impl Inner {
             writer: Mutex::new(()),
             has_overrides: AtomicBool::new(false),
             overrides: RwLock::new(HashMap::new()),
+            lease_slice: AtomicU64::new(0),
+            lease_us: AtomicU64::new(0),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -22,6 +23,9 @@ pub(crate) const MAX_SPAN_US: u64 = 10 * 366 * 86_400 * 1_000_000;
 pub const MAX_SLIDING_PRODUCT: u64 = 1 << 52;
 /// The shortest window or refill period: one millisecond.
 pub const MIN_WINDOW: Duration = Duration::from_millis(1);
+/// The longest a leased slice of a limit's quota lives (see [`Limit::leased`]): it bounds
+/// how far a token bucket's or sliding window's units can move in time.
+pub const MAX_LEASE_LIFETIME: Duration = Duration::from_millis(100);
 /// Window limits admit at most this many units per microsecond (10⁹ per second).
 const MAX_UNITS_PER_US: u64 = 1_000;
 
@@ -313,6 +317,82 @@ impl Limit {
 
     pub(crate) fn params(&self) -> Params {
         self.inner.load()
+    }
+
+    /// Lets a store that shares this limit among processes (the Redis store) hand out
+    /// **leases**: a process takes a slice of up to `max_slice` units of a key's quota in
+    /// one atomic call and spends it locally, without a round trip, for at most `lifetime`
+    /// (1 ms to [`MAX_LEASE_LIFETIME`], 100 ms). Meant for hot keys — a global budget, a big
+    /// tenant, a shared IP — that every request touches. The in-memory store is local
+    /// already and ignores it.
+    ///
+    /// What a lease changes, by algorithm (the Redis store's docs, `store::redis`,
+    /// have the details and the measured figures):
+    /// - **Fixed window**: a slice ends with its window at the latest, so what every process
+    ///   admits together never exceeds the quota.
+    /// - **Token bucket, sliding window**: a unit taken at *t* and spent at *t + Δ* moves
+    ///   that request in time by Δ ≤ `lifetime`, so a burst may exceed the limit by at most
+    ///   the rate × `lifetime` (100 per second with a 50 ms lifetime: 5 more).
+    /// - Slices shrink as a key's quota runs low (a process takes at most a quarter of what
+    ///   is left), down to plain checking when little is left; what a slice did not use goes
+    ///   back when it ends.
+    ///
+    /// `max_slice` must be between 1 and the quota, and the limit must not be a sliding log
+    /// (exact by design): `limit.lease_invalid` otherwise.
+    ///
+    /// ```
+    /// use rate_limit_core::Limit;
+    /// use std::time::Duration;
+    ///
+    /// let everyone = Limit::fixed_window("everyone", 100_000, Duration::from_secs(1))?
+    ///     .leased(100, Duration::from_millis(50))?;
+    /// assert_eq!(everyone.lease(), Some((100, Duration::from_millis(50))));
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    pub fn leased(self, max_slice: u64, lifetime: Duration) -> Result<Self, ConfigError> {
+        let invalid = |field, detail: String| {
+            Err(ConfigError::new(
+                ConfigErrorKind::LeaseInvalid,
+                field,
+                detail,
+            ))
+        };
+        if self.kind() == AlgorithmKind::SlidingLog {
+            return invalid(
+                "lease",
+                "a sliding log is exact by design and cannot be leased".into(),
+            );
+        }
+        if max_slice == 0 || max_slice > self.quota() {
+            return invalid(
+                "lease.max_slice",
+                format!(
+                    "must be between 1 and the quota ({}), got {max_slice}",
+                    self.quota()
+                ),
+            );
+        }
+        if lifetime < MIN_WINDOW || lifetime > MAX_LEASE_LIFETIME {
+            return invalid(
+                "lease.lifetime",
+                format!("must be between 1 ms and {MAX_LEASE_LIFETIME:?}, got {lifetime:?}"),
+            );
+        }
+        let us = u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX);
+        self.inner.lease_slice.store(max_slice, Ordering::Relaxed);
+        self.inner.lease_us.store(us, Ordering::Relaxed);
+        Ok(self)
+    }
+
+    /// The lease set by [`leased`](Self::leased): the largest slice and its lifetime.
+    pub fn lease(&self) -> Option<(u64, Duration)> {
+        let slice = self.inner.lease_slice.load(Ordering::Relaxed);
+        (slice > 0).then(|| {
+            (
+                slice,
+                Duration::from_micros(self.inner.lease_us.load(Ordering::Relaxed)),
+            )
+        })
     }
 }
 

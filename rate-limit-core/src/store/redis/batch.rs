@@ -18,12 +18,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::conn::Conn;
 use super::error::{bad_answer, refused_chain, store_error};
-use super::script::{CHAIN_LUA, Invocation, Mode, decode, head, push_chain};
+use super::script::{CHAIN_LUA, Grants, Invocation, Mode, decode, head, push_chain};
 use crate::decision::Decision;
 use crate::store::{StoreError, StoreErrorKind};
 
-/// A chain's answer: the server time and its decisions.
-pub(super) type Answer = Result<(u64, Vec<Decision>), StoreError>;
+/// A chain's answer: the server time, its decisions, and what its leases were granted.
+pub(super) type Answer = Result<(u64, Vec<Decision>, Grants), StoreError>;
 
 struct Job {
     keys: Vec<String>,
@@ -215,7 +215,7 @@ pub(super) async fn send(
         Ok(v) => match decode(&v, chains.len()) {
             Ok((now, answers)) => answers
                 .into_iter()
-                .map(|a| a.map(|ds| (now, ds)).ok_or_else(refused_chain))
+                .map(|a| a.map(|(ds, gs)| (now, ds, gs)).ok_or_else(refused_chain))
                 .collect(),
             Err(_) => each(&bad_answer),
         },

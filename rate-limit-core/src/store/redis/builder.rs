@@ -169,6 +169,7 @@ impl RedisStoreBuilder {
                 chain: Script::new(CHAIN_LUA),
                 refund: Script::new(REFUND_LUA),
                 deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
+                leases: super::lease::Leases::new(),
             }),
         })
     }

@@ -9,10 +9,12 @@
 -- then per chain: mode (0 in order, all or nothing; 1 charge every limit; 2 overdraw;
 --          3 count attempts: charge in order up to and including the first refusal),
 --          its number of checks n, then per check: algorithm (1 fixed, 2 sliding, 3 log,
---          4 bucket), quota or capacity, window or emission interval (us), cost
+--          4 bucket) + 16 × the units a lease asks for beyond the cost (in order, mode 0,
+--          only), quota or capacity, window or emission interval (us), cost
 -- Returns {now_us, chains, then per chain: 0, n, then per evaluated check: outcome
---          (0 allowed, 1 denied, 2 never fits), limit, remaining, reset_us, retry_us,
---          window_us; or 1, 0 for a chain that failed (it charged nothing)}
+--          (0 allowed, 1 denied, 2 never fits; allowed with a lease granted: 4 × units),
+--          limit, remaining (after the grant), reset_us, retry_us, window_us; or 1, 0 for
+--          a chain that failed (it charged nothing)}
 --
 -- Chains see each other's charges in order. Each key is read once (MGET) and written
 -- once (SET .. PX) per call, whatever number of chains touch it.
@@ -245,16 +247,28 @@ local function chain(head, mode, n, k, a)
     -- The state as this chain left it, else as the chains before it left it.
     local st
     if at[key] == number then st = mine[key] else st = current(key) end
-    local o, nx, exp = steps[tonumber(ARGV[p + 1])](base + (i - 1) * 6, tonumber(ARGV[p + 2]),
-                                                   tonumber(ARGV[p + 3]), st,
-                                                   tonumber(ARGV[p + 4]), charge)
+    local code, o6 = tonumber(ARGV[p + 1]), base + (i - 1) * 6
+    local algo = code % 16
+    local step, q, w, cost = steps[algo], tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]),
+                             tonumber(ARGV[p + 4])
+    local o, nx, exp = step(o6, q, w, st, cost, charge)
+    if code > 15 and o == 0 and charge == IFFITS then
+      -- A lease: also take up to `extra` units, at most a quarter of what is left after
+      -- the cost. What is left says they fit; the outcome carries the grant (4 × units).
+      local g = min((code - algo) / 16, floor(out[o6 + 3] / 4))
+      if g > 0 then
+        local o2, nx2, exp2 = step(o6, q, w, st, cost + g, charge)
+        if o2 == 0 then o, nx, exp = 0, nx2, exp2; out[o6 + 1] = g * 4
+        else step(o6, q, w, st, cost, charge) end
+      end
+    end
     pk[i], pv[i], pe[i] = key, nx or false, exp
     if nx then at[key], mine[key] = number, nx end
     if o ~= 0 and mode == 0 then
       -- Nothing is charged: the limits before the refusal report their state as it stays.
       for j = 1, i - 1 do
         local q = a + (j - 1) * 4
-        steps[tonumber(ARGV[q + 1])](base + (j - 1) * 6, tonumber(ARGV[q + 2]),
+        steps[tonumber(ARGV[q + 1]) % 16](base + (j - 1) * 6, tonumber(ARGV[q + 2]),
                                      tonumber(ARGV[q + 3]), current(KEYS[k + j]), 0, IFFITS)
       end
       return i

@@ -75,13 +75,28 @@ impl Invocation<'_> {
 
 /// The script's arguments for one check.
 pub(super) fn push_params(args: &mut Vec<u64>, key: &Key, cost: u64) {
-    let (algo, p1, p2) = match key.params() {
+    push_lease(args, key.params(), cost, 0);
+}
+
+/// The script's arguments for one check with `params` that, if it fits, also takes up to
+/// `extra` units for a lease (in-order chains only; 0: a plain check).
+pub(super) fn push_lease(args: &mut Vec<u64>, params: Params, cost: u64, extra: u64) {
+    let (algo, p1, p2) = match params {
         Params::Fixed { quota, window } => (FIXED, quota, window),
         Params::Sliding { quota, window } => (SLIDING, quota, window),
         Params::Log { quota, window } => (LOG, quota, window),
         Params::Bucket { capacity, interval } => (BUCKET, capacity, interval),
     };
-    args.extend([algo, p1, p2, cost.min(COST_CAP)]);
+    // Quotas are at most 2³², so the code stays far below 2⁵³.
+    let extra = extra.min(u64::from(u32::MAX));
+    args.extend([algo | extra << 4, p1, p2, cost.min(COST_CAP)]);
+}
+
+/// Turns a check's arguments (four numbers from [`push_lease`]) that were granted `units`
+/// into a plain check of everything it charged: what a refund must give back.
+pub(super) fn as_charged(check: &mut [u64], units: u64) {
+    check[0] &= 0xf;
+    check[3] = check[3].saturating_add(units);
 }
 
 /// The head of a chain-script call for `chains` chains.
@@ -96,9 +111,12 @@ pub(super) fn push_chain(args: &mut Vec<u64>, mode: Mode, checks: &[u64]) {
     args.extend_from_slice(checks);
 }
 
-/// One chain's answer: its decisions, or `None` when the script refused its arguments
-/// (it charged nothing).
-pub(super) type ChainAnswer = Option<Vec<Decision>>;
+/// Units a lease was granted: (index of the check in its chain, units).
+pub(super) type Grants = Vec<(usize, u64)>;
+
+/// One chain's answer: its decisions and its leases' grants, or `None` when the script
+/// refused its arguments (it charged nothing).
+pub(super) type ChainAnswer = Option<(Vec<Decision>, Grants)>;
 
 /// Decodes `{now, chains, per chain: (0, n, n × (outcome, limit, remaining, reset, retry,
 /// window)) or (1, 0)}` for a call of `chains` chains.
@@ -123,19 +141,24 @@ pub(super) fn decode(v: &Value, chains: usize) -> Result<(u64, Vec<ChainAnswer>)
             continue;
         }
         let mut decisions = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(64));
-        for _ in 0..n {
-            let outcome = match next()? {
+        let mut grants = Grants::new();
+        for i in 0..n {
+            let code = next()?;
+            let outcome = match code & 3 {
                 0 => Outcome::Allowed,
                 1 => Outcome::Denied,
                 _ => Outcome::NeverFits,
             };
+            if code >> 2 > 0 {
+                grants.push((usize::try_from(i).unwrap_or(usize::MAX), code >> 2));
+            }
             let (limit, remaining, reset, retry, window) =
                 (next()?, next()?, next()?, next()?, next()?);
             decisions.push(Decision::from_parts(
                 outcome, limit, remaining, reset, retry, window,
             ));
         }
-        out.push(Some(decisions));
+        out.push(Some((decisions, grants)));
     }
     if nums.next().is_some() {
         return Err(bad_answer());

@@ -1,0 +1,374 @@
+//! Leases: four application instances (four stores, each with its own connection and its
+//! own slices) share leased limits on standalone Redis and on a Cluster, offered 1.2× the
+//! quota. A fixed window never admits more than its quota; a token bucket's and a sliding
+//! window's excess over what the same load gets without leases stays within rate ×
+//! lifetime; a chain that mixes leased and plain limits stays all-or-nothing; what a
+//! slice did not use goes back; a quota changed at run time reaches the slices.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rate_limit_core::{AnyStore, Chain, Limit, MemoryStore, Principal, RedisStore, Store};
+use rate_limit_tests::redis::{RedisCluster, RedisServer};
+
+use crate::support::clear_of_boundary;
+
+const LIFETIME: Duration = Duration::from_millis(50);
+
+fn instances(urls: &[String], cluster: bool) -> Vec<RedisStore> {
+    (0..4)
+        .map(|_| {
+            if cluster {
+                RedisStore::cluster_builder(urls.iter().cloned())
+                    .build()
+                    .unwrap()
+            } else {
+                RedisStore::builder(&urls[0]).build().unwrap()
+            }
+        })
+        .collect()
+}
+
+/// What a paced load saw: admission times (from the start) and the most quota other
+/// instances held in slices at any refusal.
+struct Load {
+    admitted: Vec<Duration>,
+    refused: u64,
+    held_at_refusal: u64,
+}
+
+/// Offers `rate` checks per second of `limit` (the global principal) for `length`, spread
+/// over the four instances (two paced tasks each).
+async fn offer(stores: &[RedisStore], limit: &Limit, rate: f64, length: Duration) -> Load {
+    let start = Instant::now();
+    let period = Duration::from_secs_f64(8.0 / rate);
+    let held = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for (i, store) in stores.iter().enumerate() {
+        for t in 0..2 {
+            let (store, limit, held) = (store.clone(), limit.clone(), held.clone());
+            let others: Vec<RedisStore> = stores
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, s)| s.clone())
+                .collect();
+            tasks.push(tokio::spawn(async move {
+                // Stagger the eight tasks across one period.
+                tokio::time::sleep(period * (i as u32 * 2 + t) / 8).await;
+                let mut tick = tokio::time::interval(period);
+                let chain = Chain::new().check(&limit, Principal::global());
+                let (mut admitted, mut refused) = (Vec::new(), 0);
+                while start.elapsed() < length {
+                    tick.tick().await;
+                    let d = store.check(&chain).await.expect("the store answers");
+                    if d.is_allowed() {
+                        admitted.push(start.elapsed());
+                    } else {
+                        refused += 1;
+                        let key = limit.key(Principal::global());
+                        let h: u64 = others.iter().map(|s| s.leased_units(&key)).sum();
+                        held.fetch_max(h, Ordering::Relaxed);
+                    }
+                }
+                (admitted, refused)
+            }));
+        }
+    }
+    let mut load = Load {
+        admitted: Vec::new(),
+        refused: 0,
+        held_at_refusal: 0,
+    };
+    for t in tasks {
+        let (a, r) = t.await.unwrap();
+        load.admitted.extend(a);
+        load.refused += r;
+    }
+    load.admitted.sort();
+    load.held_at_refusal = held.load(Ordering::Relaxed);
+    load
+}
+
+/// The most admissions in any interval beyond `rate` × its length (a token bucket
+/// emptied first admits at most about one more than that).
+fn excess(times: &[Duration], rate: f64) -> f64 {
+    let mut worst = 0.0_f64;
+    for i in 0..times.len() {
+        for j in i..times.len() {
+            let n = (j - i + 1) as f64;
+            worst = worst.max(n - rate * (times[j] - times[i]).as_secs_f64());
+        }
+    }
+    worst
+}
+
+async fn wait_for_slices_to_end(stores: &[RedisStore], key: &rate_limit_core::Key) {
+    tokio::time::sleep(LIFETIME + Duration::from_millis(100)).await;
+    for s in stores {
+        assert_eq!(s.leased_units(key), 0, "a slice outlived its lifetime");
+    }
+}
+
+/// A fixed window of 500 per 10 s, offered 600 over 1.5 s inside one window.
+async fn fixed_window(urls: &[String], cluster: bool, name: &str) {
+    let stores = instances(urls, cluster);
+    let limit = Limit::fixed_window(name, 500, Duration::from_secs(10))
+        .unwrap()
+        .leased(25, LIFETIME)
+        .unwrap();
+    let key = limit.key(Principal::global());
+    clear_of_boundary(Duration::from_secs(10), Duration::from_secs(3)).await;
+    let load = offer(&stores, &limit, 400.0, Duration::from_millis(1_500)).await;
+    let admitted = load.admitted.len() as u64;
+    println!(
+        "fixed window, {}: offered {}, admitted {admitted} of 500, most held by other instances at a refusal {}",
+        if cluster { "cluster" } else { "standalone" },
+        admitted + load.refused,
+        load.held_at_refusal
+    );
+    assert!(admitted <= 500, "{admitted} admitted: over the quota");
+    assert!(
+        admitted >= 400,
+        "{admitted} admitted: slices kept too much back"
+    );
+    assert!(load.refused > 0, "the load never reached the quota");
+    // Unused units went back: Redis counts exactly what was admitted.
+    wait_for_slices_to_end(&stores, &key).await;
+    let d = stores[0].peek(&key).await.unwrap();
+    assert_eq!(
+        500 - d.remaining(),
+        admitted,
+        "Redis's count after the slices ended"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leased_fixed_window_never_admits_more_than_its_quota_across_four_instances() {
+    let server = RedisServer::start();
+    fixed_window(&[server.url()], false, "lease-fixed").await;
+    let c = RedisCluster::start();
+    fixed_window(&c.urls(), true, "lease-fixed").await;
+}
+
+/// A token bucket (capacity 100, 200 per second) emptied first, then offered 240 per second
+/// for 1.5 s, without and with leases: the excess over rate × time.
+async fn bucket(urls: &[String], cluster: bool) -> (f64, f64) {
+    let mut out = [0.0; 2];
+    for (n, leased) in [false, true].into_iter().enumerate() {
+        let stores = instances(urls, cluster);
+        let mut limit = Limit::token_bucket(
+            &format!("lease-bucket-{n}"),
+            100,
+            200,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        if leased {
+            limit = limit.leased(10, LIFETIME).unwrap();
+        }
+        let drain = Chain::new().check_cost(&limit, Principal::global(), 100);
+        assert!(stores[0].check(&drain).await.unwrap().is_allowed());
+        let load = offer(&stores, &limit, 240.0, Duration::from_millis(1_500)).await;
+        assert!(load.refused > 0, "the load never reached the rate");
+        out[n] = excess(&load.admitted, 200.0);
+    }
+    (out[0], out[1])
+}
+
+/// A sliding window of 200 per second offered 240 per second for 2.2 s, without and with
+/// leases: the most admitted in one whole aligned second (the algorithm's own bound is the
+/// quota).
+async fn sliding(urls: &[String], cluster: bool) -> (usize, usize) {
+    let mut out = [0; 2];
+    for (n, leased) in [false, true].into_iter().enumerate() {
+        let stores = instances(urls, cluster);
+        let mut limit =
+            Limit::sliding_window(&format!("lease-sliding-{n}"), 200, Duration::from_secs(1))
+                .unwrap();
+        if leased {
+            limit = limit.leased(10, LIFETIME).unwrap();
+        }
+        let epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        let length = Duration::from_millis(2_200);
+        let load = offer(&stores, &limit, 240.0, length).await;
+        assert!(load.refused > 0, "the load never reached the quota");
+        // Count per aligned second, whole seconds inside the run only.
+        let mut per = std::collections::HashMap::<u64, usize>::new();
+        for t in &load.admitted {
+            *per.entry((epoch + *t).as_secs()).or_default() += 1;
+        }
+        let (first, end) = (epoch.as_secs() + 1, (epoch + length).as_secs());
+        out[n] = (first..end)
+            .map(|s| per.get(&s).copied().unwrap_or(0))
+            .max()
+            .unwrap();
+    }
+    (out[0], out[1])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leased_buckets_and_sliding_windows_exceed_their_bound_by_at_most_rate_times_lifetime() {
+    // 200 per second × 50 ms = 10 units, plus 3 for timing on a busy machine (admission
+    // times are taken here, after the answer, not when Redis decided).
+    let slack = 3.0;
+    let lease = 200.0 * LIFETIME.as_secs_f64();
+    let server = RedisServer::start();
+    let c = RedisCluster::start();
+    for (urls, cluster) in [(vec![server.url()], false), (c.urls(), true)] {
+        let (plain, leased) = bucket(&urls, cluster).await;
+        println!(
+            "token bucket, cluster {cluster}: most admitted beyond rate × time {plain:.1} plain, {leased:.1} leased"
+        );
+        // Emptied first, a bucket admits at most one more than rate × time.
+        assert!(plain <= 1.0 + slack, "plain bucket: {plain:.1}");
+        assert!(leased <= 1.0 + lease + slack, "leased bucket: {leased:.1}");
+        let (plain, leased) = sliding(&urls, cluster).await;
+        println!(
+            "sliding window, cluster {cluster}: most in one aligned second {plain} plain, {leased} leased (quota 200)"
+        );
+        assert!(
+            plain as f64 <= 200.0 + slack,
+            "plain sliding window: {plain}"
+        );
+        assert!(
+            leased as f64 <= 200.0 + lease + slack,
+            "leased sliding window: {leased}"
+        );
+    }
+}
+/// `[user: 1 per hour, everyone (leased): 1 000 per hour]` and the reverse order: 50 users
+/// send 3 each, so 100 chains are refused by the user limit. Everyone's count must be
+/// exactly the 50 admitted: a leased unit is spent only when the rest of the chain admits.
+async fn mixed_chains(stores: Vec<AnyStore>, redis: Option<Vec<RedisStore>>) {
+    let hour = Duration::from_secs(3_600);
+    for (n, user_first) in [true, false].into_iter().enumerate() {
+        let user = Limit::fixed_window(&format!("lease-user-{n}"), 1, hour).unwrap();
+        let everyone = Limit::fixed_window(&format!("lease-all-{n}"), 1_000, hour)
+            .unwrap()
+            .leased(20, LIFETIME)
+            .unwrap();
+        let mut tasks = Vec::new();
+        for u in 0..50 {
+            let store = stores[u % stores.len()].clone();
+            let (user, everyone) = (user.clone(), everyone.clone());
+            tasks.push(tokio::spawn(async move {
+                let p = Principal::user(format!("m{u}"));
+                let chain = if user_first {
+                    Chain::new()
+                        .check(&user, p)
+                        .check(&everyone, Principal::global())
+                } else {
+                    Chain::new()
+                        .check(&everyone, Principal::global())
+                        .check(&user, p)
+                };
+                let mut admitted = 0;
+                for _ in 0..3 {
+                    if store.check(&chain).await.unwrap().is_allowed() {
+                        admitted += 1;
+                    }
+                }
+                admitted
+            }));
+        }
+        let mut admitted = 0;
+        for t in tasks {
+            admitted += t.await.unwrap();
+        }
+        assert_eq!(admitted, 50, "each user once");
+        let key = everyone.key(Principal::global());
+        if let Some(r) = &redis {
+            wait_for_slices_to_end(r, &key).await;
+        }
+        let left = stores[0].peek(&key).await.unwrap().remaining();
+        assert_eq!(
+            1_000 - left,
+            50,
+            "everyone's count (user first: {user_first})"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_chain_mixing_leased_and_plain_limits_spends_a_leased_unit_only_when_it_admits() {
+    mixed_chains(vec![AnyStore::Memory(MemoryStore::new())], None).await;
+    let server = RedisServer::start();
+    let r = instances(&[server.url()], false);
+    mixed_chains(r.iter().cloned().map(AnyStore::Redis).collect(), Some(r)).await;
+    let c = RedisCluster::start();
+    let r = instances(&c.urls(), true);
+    mixed_chains(r.iter().cloned().map(AnyStore::Redis).collect(), Some(r)).await;
+}
+
+/// One instance: the first check takes a slice and reports what the instance knows (Redis's
+/// count plus its slice); later checks are answered from the slice without a call; a quota
+/// lowered at run time ends the slice at the next check.
+async fn slices_and_set_quota(store: RedisStore, server_calls: impl Fn() -> u64) {
+    let limit = Limit::fixed_window("lease-rt", 1_000, Duration::from_secs(60))
+        .unwrap()
+        .leased(50, Duration::from_millis(100))
+        .unwrap();
+    let key = limit.key(Principal::global());
+    let chain = Chain::new().check(&limit, Principal::global());
+    clear_of_boundary(Duration::from_secs(60), Duration::from_secs(2)).await;
+    let first = store.check(&chain).await.unwrap();
+    assert!(first.is_allowed());
+    // Redis granted 1 + 49 and counts 50; this instance may still spend 49 of them.
+    assert_eq!(first.decisions()[0].remaining(), 999);
+    assert_eq!(store.leased_units(&key), 49);
+    let before = server_calls();
+    for i in 0..49 {
+        let d = store.check(&chain).await.unwrap();
+        assert_eq!(d.decisions()[0].remaining(), 998 - i);
+    }
+    assert_eq!(server_calls(), before, "spent from the slice: no call");
+    assert_eq!(store.leased_units(&key), 0);
+    store.check(&chain).await.unwrap(); // a new slice
+    assert!(store.leased_units(&key) > 0);
+    limit.set_quota(60).unwrap();
+    // 51 counted in Redis before the change, plus the slice's unused units given back:
+    // only 9 more fit under the new quota.
+    let mut more = 0;
+    for _ in 0..30 {
+        if store.check(&chain).await.unwrap().is_allowed() {
+            more += 1;
+        }
+    }
+    assert_eq!(more, 9, "the new quota reached the slice at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slice_answers_locally_and_a_changed_quota_reaches_it() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url()).build().unwrap();
+    store.health().await.unwrap();
+    slices_and_set_quota(store, || server.command_calls("evalsha")).await;
+    let c = RedisCluster::start();
+    let store = RedisStore::cluster_builder(c.urls()).build().unwrap();
+    store.health().await.unwrap();
+    slices_and_set_quota(store, || {
+        c.nodes().iter().map(|n| n.command_calls("evalsha")).sum()
+    })
+    .await;
+}
+
+#[test]
+fn a_lease_that_cannot_work_is_a_config_error() {
+    let day = Duration::from_secs(86_400);
+    let code = |r: Result<Limit, rate_limit_core::ConfigError>| r.unwrap_err().code();
+    let f = || Limit::fixed_window("l", 100, day).unwrap();
+    assert_eq!(code(f().leased(0, LIFETIME)), "limit.lease_invalid");
+    assert_eq!(code(f().leased(101, LIFETIME)), "limit.lease_invalid");
+    assert_eq!(
+        code(f().leased(10, Duration::from_millis(101))),
+        "limit.lease_invalid"
+    );
+    assert_eq!(code(f().leased(10, Duration::ZERO)), "limit.lease_invalid");
+    let log = Limit::sliding_log("l", 5, day).unwrap();
+    assert_eq!(code(log.leased(1, LIFETIME)), "limit.lease_invalid");
+    assert!(f().leased(100, Duration::from_millis(100)).is_ok());
+}
