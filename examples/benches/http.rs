@@ -13,7 +13,7 @@
 //! `HTTP_BENCH_PEERS=ours,ours-redis` runs only those servers; `HTTP_BENCH_KEYS=1` puts every
 //! allowed request on one key (a hot key: a global budget, one big tenant). `ours-redis-lease`
 //! is `ours-redis` with the limit leased (bench-server's `BENCH_LEASE=1`: slices of up to
-//! 100 units for 50 ms).
+//! 1 000 units for 50 ms; `BENCH_LEASE=<n>` sets the largest slice).
 
 use rate_limit_testkit::redis::RedisServer as Redis;
 use std::net::SocketAddr;

@@ -137,6 +137,15 @@ impl Decision {
         Duration::from_micros(self.window_us)
     }
 
+    /// The same decision with `units` more remaining (at most the limit).
+    #[cfg(feature = "redis")]
+    pub(crate) fn plus_remaining(&self, units: u64) -> Self {
+        Self {
+            remaining: self.remaining.saturating_add(units).min(self.limit),
+            ..*self
+        }
+    }
+
     /// This decision `elapsed_us` later, with no check in between: its times counted
     /// down (a cached refusal's answer).
     #[cfg(feature = "redis")]

@@ -39,7 +39,8 @@ pub(crate) enum Peer {
     Governor,
     /// `bench-server`'s app on a Redis store (a `redis-server` the bench starts).
     Redis,
-    /// The same with the limit leased (`BENCH_LEASE=1`: slices of up to 100 for 50 ms).
+    /// The same with the limit leased (as bench-server's `BENCH_LEASE=1`: slices of up to
+    /// 1 000 for 50 ms; `BENCH_LEASE=<n>`: up to `n`).
     RedisLease,
 }
 
@@ -106,7 +107,16 @@ impl Peer {
             )),
             Peer::Ours => ours(None, 0),
             Peer::Redis => ours(Some(redis_url.expect("a Redis for the Redis peer")), 0),
-            Peer::RedisLease => ours(Some(redis_url.expect("a Redis for the Redis peer")), 100),
+            Peer::RedisLease => ours(
+                Some(redis_url.expect("a Redis for the Redis peer")),
+                match std::env::var("BENCH_LEASE")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                {
+                    None | Some(0 | 1) => 1_000,
+                    Some(n) => n,
+                },
+            ),
             Peer::Governor => {
                 let mut b = GovernorConfigBuilder::default().key_extractor(XKey);
                 if refused {

@@ -171,7 +171,9 @@ impl DenyCache {
             return;
         };
         let key = check.key();
-        if self.is_refundable(key.limit().name()) {
+        // A leased key's units come back to Redis when slices end, here or in another
+        // process: more than time can undo its refusal.
+        if self.is_refundable(key.limit().name()) || key.limit().lease().is_some() {
             return;
         }
         let digest = key.digest();

@@ -1,26 +1,37 @@
 //! Leases: slices of a shared limit's quota that this process took from Redis in one
 //! atomic call and spends locally (see the module docs of the store, "Leases").
 //!
-//! A slice belongs to one key. It ends at the lease's lifetime at the latest (a fixed
-//! window's slice also with its window); a slice whose limit changed (`set_quota`, an
-//! override) ends at the next check. What an ended slice did not use is handed back to be
-//! returned to Redis. While one check refills a key's slice, the others check plainly.
+//! A key's slice is made of the grants not yet spent (its *parts*), oldest first; each part
+//! ends at the lease's lifetime after its call was sent (a fixed window's also with its
+//! window), so no unit outlives its lifetime however often the slice is topped up. A slice
+//! whose limit changed (`set_quota`, an override) ends at the next check. What an ended
+//! part did not use is handed back, to be returned to Redis.
+//!
+//! Sizing: a key earns a slice by being checked twice within the longest lifetime; its
+//! first slice is small, doubles each time the slice runs under half while it lasts (the
+//! key is hot: it is topped up then, before it runs dry), and halves each time a part ends
+//! with units left (the key cooled), up to the lease's largest slice. While a refill is in
+//! flight, the checks that find no units check plainly.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::decision::Decision;
 use crate::key::Key;
-use crate::limit::Params;
+use crate::limit::{MAX_LEASE_LIFETIME, Params};
 
 const SHARDS: usize = 16;
 /// A refill that has not ended in this long (its caller vanished without a trace) no
 /// longer holds the others back.
 const STALE_REFILL: Duration = Duration::from_secs(2);
+/// The first slice a key gets.
+const FIRST_SLICE: u64 = 2;
+/// A key's record without a slice is forgotten once it has not been checked for this long.
+const FORGET_AFTER: Duration = MAX_LEASE_LIFETIME;
 
-/// Units of an ended slice, to give back to Redis.
+/// Units of an ended part, to give back to Redis.
 #[derive(Debug)]
 pub(super) struct Leftover {
     pub(super) name: String,
@@ -30,12 +41,18 @@ pub(super) struct Leftover {
     pub(super) units: u64,
 }
 
-/// Units taken from a slice for a chain that may still be refused.
+/// Units taken from a slice for a chain that may still be refused: committed or
+/// released, never forgotten (its key's record is kept until then).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Reservation {
     digest: [u64; 2],
-    generation: u64,
+    part: u64,
     units: u64,
+    /// The part's end and server time, and the parameters it was granted under: to put
+    /// the units back where they came from even if the part is gone.
+    ends: Instant,
+    at: u64,
+    params: Params,
 }
 
 /// What a check gets from the table.
@@ -49,39 +66,94 @@ pub(super) enum Take {
     Plain,
 }
 
-struct Slice {
+/// One grant's units.
+struct Part {
     units: u64,
-    params: Params,
-    /// When the call that granted it was sent, and when it ends.
-    taken: Instant,
     ends: Instant,
-    /// Redis's decision for the grant (remaining: after it), for local answers.
+    /// The server time of its call (a refund finds its window by it).
+    at: u64,
+    id: u64,
+}
+
+struct Slice {
+    params: Params,
+    name: String,
+    parts: VecDeque<Part>,
+    /// Redis's decision for the latest grant (remaining: after it) and when its call was
+    /// sent, for local answers.
+    taken: Instant,
     limit: u64,
     remaining: u64,
     reset_us: u64,
     window_us: u64,
-    at: u64,
-    name: String,
-    generation: u64,
 }
 
 impl Slice {
-    fn leftover(&mut self) -> Option<Leftover> {
-        let units = std::mem::take(&mut self.units);
-        (units > 0).then(|| Leftover {
+    /// Units in parts that have not ended by `now`.
+    fn live(&self, now: Instant) -> u64 {
+        self.parts
+            .iter()
+            .filter(|p| now < p.ends)
+            .map(|p| p.units)
+            .sum()
+    }
+
+    fn leftover(&self, p: &Part) -> Option<Leftover> {
+        (p.units > 0).then(|| Leftover {
             name: self.name.clone(),
             params: self.params,
-            at: self.at,
-            units,
+            at: p.at,
+            units: p.units,
         })
     }
 }
 
-#[derive(Default)]
 struct Entry {
+    /// The key's slice: its name and parameters, and its parts (none: no units).
     slice: Option<Slice>,
+    /// Reservations neither committed nor released.
+    pending: u32,
     /// A refill in flight, since when.
     refilling: Option<Instant>,
+    /// When this process last checked the key.
+    seen: Instant,
+    /// The slice to ask for next.
+    size: u64,
+}
+
+impl Entry {
+    fn new(now: Instant) -> Self {
+        Self {
+            slice: None,
+            pending: 0,
+            refilling: None,
+            seen: now,
+            size: FIRST_SLICE,
+        }
+    }
+
+    /// Removes the parts that ended by `now` (every part with `all`) into `out`; a part
+    /// that ends with units left halves the next slice.
+    fn end_parts(&mut self, now: Instant, all: bool, out: &mut Vec<Leftover>) {
+        let Some(s) = &mut self.slice else { return };
+        let before = out.len();
+        let mut kept = VecDeque::with_capacity(s.parts.len());
+        for p in std::mem::take(&mut s.parts) {
+            if all || now >= p.ends {
+                out.extend(s.leftover(&p));
+            } else {
+                kept.push_back(p);
+            }
+        }
+        s.parts = kept;
+        if out.len() > before {
+            self.size = (self.size / 2).max(FIRST_SLICE);
+        }
+    }
+
+    fn refill_due(&self, now: Instant) -> bool {
+        !matches!(self.refilling, Some(since) if now.duration_since(since) < STALE_REFILL)
+    }
 }
 
 /// A grant to install: what Redis answered for a leased check of an admitted chain.
@@ -101,8 +173,8 @@ type Shard = HashMap<[u64; 2], Entry>;
 /// The slices this process holds, by key.
 pub(super) struct Leases {
     shards: Box<[Mutex<Shard>]>,
-    generation: std::sync::atomic::AtomicU64,
-    /// A task that returns ended slices' units is running.
+    ids: AtomicU64,
+    /// A task that returns ended parts' units is running.
     pub(super) sweeping: AtomicBool,
 }
 
@@ -110,12 +182,12 @@ impl Leases {
     pub(super) fn new() -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            generation: std::sync::atomic::AtomicU64::new(1),
+            ids: AtomicU64::new(1),
             sweeping: AtomicBool::new(false),
         }
     }
 
-    fn shard(&self, digest: [u64; 2]) -> std::sync::MutexGuard<'_, Shard> {
+    fn shard(&self, digest: [u64; 2]) -> MutexGuard<'_, Shard> {
         // The digest is a keyed PRF: its low bits are uniform.
         self.shards[(digest[0] as usize) % SHARDS]
             .lock()
@@ -123,15 +195,25 @@ impl Leases {
     }
 
     /// Takes `cost` units of `key`'s slice, or says how to ask Redis. With `refill` false
-    /// nothing changes unless the units are there (the answer is then `Plain`). An ended
-    /// slice's unused units come back in `leftover`.
+    /// nothing changes unless the units are there (the answer is then `Plain`); with it,
+    /// ended parts' unused units come back in `leftovers`.
+    ///
+    /// When a local take leaves the slice under half its size and no refill is in flight,
+    /// `top_up` is set to the units to ask for ahead of need (the caller sends that request,
+    /// or ends the refill it began).
+    ///
+    /// With `reserve`, a local take must be [`commit`](Self::commit)ted or
+    /// [`release`](Self::release)d; without, it is final.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn take(
         &self,
         key: &Key,
         cost: u64,
         now: Instant,
         refill: bool,
-        leftover: &mut Option<Leftover>,
+        reserve: bool,
+        leftovers: &mut Vec<Leftover>,
+        top_up: &mut Option<u64>,
     ) -> Take {
         let Some((max_slice, _)) = key.limit().lease() else {
             return Take::Plain;
@@ -141,98 +223,154 @@ impl Leases {
         let mut shard = self.shard(digest);
         let entry = match shard.get_mut(&digest) {
             Some(e) => e,
-            None if refill => shard.entry(digest).or_default(),
+            None if refill => {
+                // First seen (or not for a while): checked plainly; a second check within
+                // the lifetime asks for a slice.
+                shard.insert(digest, Entry::new(now));
+                return Take::Plain;
+            }
             None => return Take::Plain,
         };
-        if let Some(s) = &mut entry.slice {
-            if now < s.ends && s.params == params {
-                if s.units >= cost && cost > 0 {
-                    s.units -= cost;
-                    let elapsed =
-                        u64::try_from(now.duration_since(s.taken).as_micros()).unwrap_or(u64::MAX);
-                    let d = Decision::allowed(
-                        s.limit,
-                        s.remaining.saturating_add(s.units).min(s.limit),
-                        s.reset_us.saturating_sub(elapsed),
-                        s.window_us,
-                    );
-                    let r = Reservation {
-                        digest,
-                        generation: s.generation,
-                        units: cost,
-                    };
-                    return Take::Local(d, r);
-                }
-            } else if refill {
-                *leftover = s.leftover();
-                entry.slice = None;
-            }
+        if refill {
+            entry.seen = now;
+            let changed = entry.slice.as_ref().is_some_and(|s| s.params != params);
+            entry.end_parts(now, changed, leftovers);
         }
-        if !refill || cost == 0 || max_slice <= cost {
+        if let Some(s) = &mut entry.slice
+            && s.params == params
+            && cost > 0
+            && let Some(p) = s.parts.iter_mut().find(|p| now < p.ends && p.units >= cost)
+        {
+            p.units -= cost;
+            let r = Reservation {
+                digest,
+                part: p.id,
+                units: cost,
+                ends: p.ends,
+                at: p.at,
+                params,
+            };
+            entry.pending += u32::from(reserve);
+            let live = s.live(now);
+            let elapsed =
+                u64::try_from(now.duration_since(s.taken).as_micros()).unwrap_or(u64::MAX);
+            let d = Decision::allowed(
+                s.limit,
+                s.remaining.saturating_add(live).min(s.limit),
+                s.reset_us.saturating_sub(elapsed),
+                s.window_us,
+            );
+            entry.seen = now;
+            // Under half its size while it lasts: hot. A bigger slice, asked for before
+            // this one runs dry.
+            if live <= entry.size / 2 && entry.refill_due(now) {
+                entry.size = entry.size.saturating_mul(2).min(max_slice);
+                if entry.size > live {
+                    entry.refilling = Some(now);
+                    *top_up = Some(entry.size - live);
+                }
+            }
+            return Take::Local(d, r);
+        }
+        let size = entry.size.min(max_slice);
+        if !refill || cost == 0 || size <= cost || !entry.refill_due(now) {
             return Take::Plain;
         }
-        match entry.refilling {
-            Some(since) if now.duration_since(since) < STALE_REFILL => Take::Plain,
-            _ => {
-                entry.refilling = Some(now);
-                Take::Refill(max_slice - cost)
-            }
+        entry.refilling = Some(now);
+        Take::Refill(size - cost)
+    }
+
+    /// A reserved take is final (its chain was admitted).
+    pub(super) fn commit(&self, r: Reservation) {
+        if let Some(e) = self.shard(r.digest).get_mut(&r.digest) {
+            e.pending = e.pending.saturating_sub(1);
         }
     }
 
-    /// Puts back units taken for a chain that was refused (or failed, or was dropped), if
-    /// their slice is still the one they came from.
-    pub(super) fn release(&self, r: Reservation) {
+    /// Puts back units reserved for a chain that was refused (or failed, or was dropped):
+    /// into the part they came from, or one like it if that part was spent meanwhile; if
+    /// it has ended (or the limit changed), they come back to be returned to Redis.
+    pub(super) fn release(&self, r: Reservation, now: Instant) -> Option<Leftover> {
         let mut shard = self.shard(r.digest);
-        if let Some(s) = shard.get_mut(&r.digest).and_then(|e| e.slice.as_mut())
-            && s.generation == r.generation
-        {
-            s.units = s.units.saturating_add(r.units);
+        let e = shard.get_mut(&r.digest)?;
+        e.pending = e.pending.saturating_sub(1);
+        let s = e.slice.as_mut()?;
+        if let Some(p) = s.parts.iter_mut().find(|p| p.id == r.part) {
+            p.units = p.units.saturating_add(r.units);
+            return None;
         }
+        if now < r.ends && s.params == r.params {
+            s.parts.push_front(Part {
+                units: r.units,
+                ends: r.ends,
+                at: r.at,
+                id: r.part,
+            });
+            return None;
+        }
+        Some(Leftover {
+            name: s.name.clone(),
+            params: r.params,
+            at: r.at,
+            units: r.units,
+        })
     }
 
     /// The refill of `key` ended (installed or not).
     pub(super) fn end_refill(&self, digest: [u64; 2]) {
-        let mut shard = self.shard(digest);
-        if let Some(e) = shard.get_mut(&digest) {
+        if let Some(e) = self.shard(digest).get_mut(&digest) {
             e.refilling = None;
-            if e.slice.is_none() {
-                shard.remove(&digest);
-            }
         }
     }
 
-    /// Installs a granted slice; the units of the slice it replaces come back.
-    pub(super) fn install(&self, g: &Grant<'_>) -> Option<Leftover> {
-        let (_, lifetime) = g.key.limit().lease()?;
+    /// Installs a granted part: it joins the key's slice (one of other parameters is
+    /// replaced, its units coming back).
+    pub(super) fn install(&self, g: &Grant<'_>) -> Vec<Leftover> {
+        let mut out = Vec::new();
+        let Some((_, lifetime)) = g.key.limit().lease() else {
+            return out;
+        };
         let params = g.key.params();
-        let reset = Duration::from_micros(
-            u64::try_from(g.decision.reset_after().as_micros()).unwrap_or(u64::MAX),
-        );
-        // A fixed window's units count in their window only: the slice ends with it.
+        let reset_us = u64::try_from(g.decision.reset_after().as_micros()).unwrap_or(u64::MAX);
+        // A fixed window's units count in their window only: the part ends with it.
         let life = match params {
-            Params::Fixed { .. } => lifetime.min(reset),
+            Params::Fixed { .. } => lifetime.min(Duration::from_micros(reset_us)),
             _ => lifetime,
         };
-        let slice = Slice {
+        let part = Part {
             units: g.units,
-            params,
-            taken: g.sent,
             ends: g.sent + life,
-            limit: g.decision.limit(),
-            remaining: g.decision.remaining(),
-            reset_us: u64::try_from(g.decision.reset_after().as_micros()).unwrap_or(u64::MAX),
-            window_us: u64::try_from(g.decision.window().as_micros()).unwrap_or(u64::MAX),
             at: g.at,
-            name: g.name.to_owned(),
-            generation: self.generation.fetch_add(1, Ordering::Relaxed),
+            id: self.ids.fetch_add(1, Ordering::Relaxed),
         };
         let digest = g.key.digest();
         let mut shard = self.shard(digest);
-        let entry = shard.entry(digest).or_default();
-        let old = entry.slice.replace(slice);
+        let entry = shard.entry(digest).or_insert_with(|| Entry::new(g.sent));
         entry.refilling = None;
-        old.and_then(|mut s| s.leftover())
+        let changed = entry.slice.as_ref().is_some_and(|s| s.params != params);
+        entry.end_parts(g.sent, changed, &mut out);
+        if let Some(s) = &mut entry.slice {
+            // Spent parts go (a reservation put back later brings its part back).
+            s.parts.retain(|p| p.units > 0);
+            s.params = params;
+        }
+        let slice = entry.slice.get_or_insert_with(|| Slice {
+            params,
+            name: g.name.to_owned(),
+            parts: VecDeque::new(),
+            taken: g.sent,
+            limit: 0,
+            remaining: 0,
+            reset_us: 0,
+            window_us: 0,
+        });
+        slice.parts.push_back(part);
+        slice.taken = g.sent;
+        slice.limit = g.decision.limit();
+        slice.remaining = g.decision.remaining();
+        slice.reset_us = reset_us;
+        slice.window_us = u64::try_from(g.decision.window().as_micros()).unwrap_or(u64::MAX);
+        out
     }
 
     /// Drops `key`'s slice without giving its units back (the key was deleted).
@@ -240,32 +378,30 @@ impl Leases {
         self.shard(digest).remove(&digest);
     }
 
-    /// Removes the slices that ended by `now`; their unused units come back. Returns
-    /// whether any slice or refill is left.
+    /// Removes the parts that ended by `now` (their unused units come back in `out`) and the
+    /// records of keys gone quiet. Returns whether any record is left.
     pub(super) fn sweep(&self, now: Instant, out: &mut Vec<Leftover>) -> bool {
         let mut left = false;
         for shard in &*self.shards {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
             shard.retain(|_, e| {
-                if let Some(s) = &mut e.slice
-                    && now >= s.ends
-                {
-                    out.extend(s.leftover());
-                    e.slice = None;
-                }
-                e.slice.is_some() || e.refilling.is_some()
+                e.end_parts(now, false, out);
+                e.slice.as_ref().is_some_and(|s| !s.parts.is_empty())
+                    || e.pending > 0
+                    || e.refilling.is_some()
+                    || now.duration_since(e.seen) < FORGET_AFTER
             });
             left |= !shard.is_empty();
         }
         left
     }
 
-    /// How many units this process holds for `key` (tests and figures).
+    /// How many units this process holds for `key` in parts that have not ended.
     pub(super) fn held(&self, key: &Key) -> u64 {
         let digest = key.digest();
         self.shard(digest)
             .get(&digest)
             .and_then(|e| e.slice.as_ref())
-            .map_or(0, |s| s.units)
+            .map_or(0, |s| s.live(Instant::now()))
     }
 }
