@@ -332,7 +332,16 @@ async fn slices_and_set_quota(store: RedisStore, server_calls: impl Fn() -> u64)
         .unwrap();
     let key = limit.key(Principal::global());
     let chain = Chain::new().check(&limit, Principal::global());
-    clear_of_boundary(Duration::from_secs(60), Duration::from_secs(2)).await;
+    clear_of_boundary(Duration::from_secs(60), Duration::from_secs(3)).await;
+    // A quiet key (3 checks per lifetime) is checked plainly: a slice would go back unused.
+    let quiet = Chain::new().check(&limit, Principal::user("quiet"));
+    let before = server_calls();
+    for _ in 0..8 {
+        assert!(store.check(&quiet).await.unwrap().is_allowed());
+        assert_eq!(store.leased_units(&limit.key(Principal::user("quiet"))), 0);
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert_eq!(server_calls() - before, 8, "one call per check of a quiet key");
     let before = server_calls();
     let (mut most_held, mut exact) = (0, 0);
     for i in 0..300 {
@@ -394,4 +403,9 @@ fn a_lease_that_cannot_work_is_a_config_error() {
     let log = Limit::sliding_log("l", 5, day).unwrap();
     assert_eq!(code(log.leased(1, LIFETIME)), "limit.lease_invalid");
     assert!(f().leased(100, Duration::from_millis(100)).is_ok());
+    assert_eq!(
+        f().leased(1, LIFETIME).unwrap().lease(),
+        None,
+        "1: no lease"
+    );
 }

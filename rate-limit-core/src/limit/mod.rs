@@ -336,16 +336,21 @@ impl Limit {
     /// - Slices shrink as a key's quota runs low (a process takes at most a quarter of what
     ///   is left), down to plain checking when little is left; what a slice did not use goes
     ///   back when it ends.
-    /// - Slices follow the key's heat: a key earns one by being checked twice within 100 ms;
-    ///   the first is 2 units, doubling each time a slice runs under half within its
+    /// - Slices follow the key's heat: a key earns one by being checked 4 times within one
+    ///   `lifetime`; the first is 2 units, doubling each time a slice runs under half within its
     ///   lifetime (it is topped up then, in the background, before it runs dry) and halving
     ///   when one ends unused, up to `max_slice`. Leasing a limit with many quiet keys (a
     ///   per-tenant limit with a few big tenants) costs the quiet keys nothing. A good
     ///   `max_slice` is what one process admits on the key in 10–20 ms at its peak
     ///   (50 000 requests per second: 500–1 000).
     ///
-    /// `max_slice` must be between 1 and the quota, and the limit must not be a sliding log
-    /// (exact by design): `limit.lease_invalid` otherwise.
+    /// `max_slice` must be between 1 and the quota (1: no lease, every check goes to the
+    /// store), and the limit must not be a sliding log (exact by design):
+    /// `limit.lease_invalid` otherwise.
+    ///
+    /// The Redis store's deny cache never holds a leased key's refusal (units given back
+    /// can undo it before its retry-after), so a flood of refusals on a leased key costs a
+    /// call per batch of them rather than one per retry-after period.
     ///
     /// ```
     /// use rate_limit_core::Limit;
@@ -386,6 +391,8 @@ impl Limit {
             );
         }
         let us = u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX);
+        // A slice of one unit is a plain check: no lease.
+        let max_slice = if max_slice == 1 { 0 } else { max_slice };
         self.inner.lease_slice.store(max_slice, Ordering::Relaxed);
         self.inner.lease_us.store(us, Ordering::Relaxed);
         Ok(self)

@@ -7,8 +7,8 @@
 //! whose limit changed (`set_quota`, an override) ends at the next check. What an ended
 //! part did not use is handed back, to be returned to Redis.
 //!
-//! Sizing: a key earns a slice by being checked twice within the longest lifetime; its
-//! first slice is small, doubles each time the slice runs under half while it lasts (the
+//! Sizing: a key earns a slice by being checked 4 times within one lifetime; its first
+//! slice is small, doubles each time the slice runs under half while it lasts (the
 //! key is hot: it is topped up then, before it runs dry), and halves each time a part ends
 //! with units left (the key cooled), up to the lease's largest slice. While a refill is in
 //! flight, the checks that find no units check plainly.
@@ -28,6 +28,10 @@ const SHARDS: usize = 16;
 const STALE_REFILL: Duration = Duration::from_secs(2);
 /// The first slice a key gets.
 const FIRST_SLICE: u64 = 2;
+/// A key earns a slice with this many checks sent to Redis within one lifetime: a slice is
+/// then likely to be spent before it ends (a key checked less often is checked plainly,
+/// as a slice's unused units would cost a call to give back).
+const HOT_HITS: u32 = 4;
 /// A key's record without a slice is forgotten once it has not been checked for this long.
 const FORGET_AFTER: Duration = MAX_LEASE_LIFETIME;
 
@@ -117,6 +121,9 @@ struct Entry {
     refilling: Option<Instant>,
     /// When this process last checked the key.
     seen: Instant,
+    /// Checks that went to Redis since `since` (at most a lifetime ago).
+    since: Instant,
+    hits: u32,
     /// The slice to ask for next.
     size: u64,
 }
@@ -128,6 +135,8 @@ impl Entry {
             pending: 0,
             refilling: None,
             seen: now,
+            since: now,
+            hits: 1,
             size: FIRST_SLICE,
         }
     }
@@ -215,7 +224,7 @@ impl Leases {
         leftovers: &mut Vec<Leftover>,
         top_up: &mut Option<u64>,
     ) -> Take {
-        let Some((max_slice, _)) = key.limit().lease() else {
+        let Some((max_slice, lifetime)) = key.limit().lease() else {
             return Take::Plain;
         };
         let digest = key.digest();
@@ -224,8 +233,7 @@ impl Leases {
         let entry = match shard.get_mut(&digest) {
             Some(e) => e,
             None if refill => {
-                // First seen (or not for a while): checked plainly; a second check within
-                // the lifetime asks for a slice.
+                // First seen (or not for a while): checked plainly.
                 shard.insert(digest, Entry::new(now));
                 return Take::Plain;
             }
@@ -272,8 +280,16 @@ impl Leases {
             }
             return Take::Local(d, r);
         }
+        if !refill {
+            return Take::Plain;
+        }
+        if now.duration_since(entry.since) >= lifetime {
+            (entry.since, entry.hits) = (now, 0);
+        }
+        entry.hits = entry.hits.saturating_add(1);
         let size = entry.size.min(max_slice);
-        if !refill || cost == 0 || size <= cost || !entry.refill_due(now) {
+        let hot = entry.hits >= HOT_HITS;
+        if !hot || cost == 0 || size <= cost || !entry.refill_due(now) {
             return Take::Plain;
         }
         entry.refilling = Some(now);
