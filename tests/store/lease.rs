@@ -341,7 +341,11 @@ async fn slices_and_set_quota(store: RedisStore, server_calls: impl Fn() -> u64)
         assert_eq!(store.leased_units(&limit.key(Principal::user("quiet"))), 0);
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
-    assert_eq!(server_calls() - before, 8, "one call per check of a quiet key");
+    assert_eq!(
+        server_calls() - before,
+        8,
+        "one call per check of a quiet key"
+    );
     let before = server_calls();
     let (mut most_held, mut exact) = (0, 0);
     for i in 0..300 {
