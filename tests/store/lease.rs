@@ -362,7 +362,9 @@ async fn slices_and_set_quota(store: RedisStore, server_calls: impl Fn() -> u64)
     println!(
         "300 checks of a hot key: {calls} calls, slices up to {most_held} units, remaining exact in {exact}"
     );
-    assert!(calls <= 30, "{calls} calls for 300 checks");
+    // Without a lease: 300. With one: 17–29 measured (the slice grows from 2, and a check
+    // that finds it empty while a top-up is in flight is sent plainly).
+    assert!(calls <= 40, "{calls} calls for 300 checks");
     assert!(most_held > 32, "the slice did not grow: {most_held}");
     assert!(most_held <= 64, "a slice over the largest: {most_held}");
     // The quota drops to 334: the slice's units go back, and exactly 34 more are admitted.
@@ -390,6 +392,45 @@ async fn a_slice_answers_locally_and_a_changed_quota_reaches_it() {
         c.nodes().iter().map(|n| n.command_calls("evalsha")).sum()
     })
     .await;
+}
+
+/// A slice holds what Redis counted: with Redis killed, it keeps answering until it ends,
+/// then the store fails as without a lease; a reset drops the slice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_answers_while_redis_is_down_until_it_ends_and_a_reset_drops_it() {
+    let mut server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let limit = Limit::fixed_window("lease-down", 1_000, Duration::from_secs(60))
+        .unwrap()
+        .leased(50, Duration::from_millis(100))
+        .unwrap();
+    let key = limit.key(Principal::global());
+    let chain = Chain::new().check(&limit, Principal::global());
+    clear_of_boundary(Duration::from_secs(60), Duration::from_secs(2)).await;
+    while store.leased_units(&key) < 4 {
+        assert!(store.check(&chain).await.unwrap().is_allowed());
+    }
+    store.reset(&key).await.unwrap();
+    assert_eq!(store.leased_units(&key), 0, "a reset drops the slice");
+    assert_eq!(store.peek(&key).await.unwrap().remaining(), 1_000);
+    while store.leased_units(&key) < 4 {
+        assert!(store.check(&chain).await.unwrap().is_allowed());
+    }
+    server.kill();
+    let held = store.leased_units(&key);
+    for _ in 0..held {
+        let d = store.try_check(&chain).expect("answered from the slice");
+        assert!(d.is_allowed());
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(store.leased_units(&key), 0, "the slice ended");
+    assert!(
+        store.check(&chain).await.is_err(),
+        "Redis is down and no units are held"
+    );
 }
 
 #[test]

@@ -59,13 +59,21 @@ pub(super) struct Reservation {
     params: Params,
 }
 
+/// A refill begun: the caller ends it (installed or not) with [`Leases::end_refill`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Refill {
+    digest: [u64; 2],
+    id: u64,
+}
+
 /// What a check gets from the table.
 #[derive(Debug)]
 pub(super) enum Take {
     /// Spent from this process's slice.
     Local(Decision, Reservation),
-    /// Ask Redis for the cost plus this many units more (this check refills the slice).
-    Refill(u64),
+    /// Ask Redis for the cost plus this many units more (this check refills the slice,
+    /// and ends the refill it began).
+    Refill(u64, Refill),
     /// Ask Redis for the cost alone.
     Plain,
 }
@@ -118,7 +126,7 @@ struct Entry {
     /// Reservations neither committed nor released.
     pending: u32,
     /// A refill in flight, since when.
-    refilling: Option<Instant>,
+    refilling: Option<(Instant, u64)>,
     /// When this process last checked the key.
     seen: Instant,
     /// Checks that went to Redis since `since` (at most a lifetime ago).
@@ -161,7 +169,7 @@ impl Entry {
     }
 
     fn refill_due(&self, now: Instant) -> bool {
-        !matches!(self.refilling, Some(since) if now.duration_since(since) < STALE_REFILL)
+        !matches!(self.refilling, Some((since, _)) if now.duration_since(since) < STALE_REFILL)
     }
 }
 
@@ -222,7 +230,7 @@ impl Leases {
         refill: bool,
         reserve: bool,
         leftovers: &mut Vec<Leftover>,
-        top_up: &mut Option<u64>,
+        top_up: &mut Option<(u64, Refill)>,
     ) -> Take {
         let Some((max_slice, lifetime)) = key.limit().lease() else {
             return Take::Plain;
@@ -274,8 +282,9 @@ impl Leases {
             if live <= entry.size / 2 && entry.refill_due(now) {
                 entry.size = entry.size.saturating_mul(2).min(max_slice);
                 if entry.size > live {
-                    entry.refilling = Some(now);
-                    *top_up = Some(entry.size - live);
+                    let id = self.ids.fetch_add(1, Ordering::Relaxed);
+                    entry.refilling = Some((now, id));
+                    *top_up = Some((entry.size - live, Refill { digest, id }));
                 }
             }
             return Take::Local(d, r);
@@ -292,8 +301,9 @@ impl Leases {
         if !hot || cost == 0 || size <= cost || !entry.refill_due(now) {
             return Take::Plain;
         }
-        entry.refilling = Some(now);
-        Take::Refill(size - cost)
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        entry.refilling = Some((now, id));
+        Take::Refill(size - cost, Refill { digest, id })
     }
 
     /// A reserved take is final (its chain was admitted).
@@ -333,8 +343,11 @@ impl Leases {
     }
 
     /// The refill of `key` ended (installed or not).
-    pub(super) fn end_refill(&self, digest: [u64; 2]) {
-        if let Some(e) = self.shard(digest).get_mut(&digest) {
+    pub(super) fn end_refill(&self, r: Refill) {
+        if let Some(e) = self.shard(r.digest).get_mut(&r.digest)
+            && e.refilling.is_some_and(|(_, id)| id == r.id)
+        {
+            // Only its own: a later refill (after a stale one) keeps its flag.
             e.refilling = None;
         }
     }
@@ -362,7 +375,6 @@ impl Leases {
         let digest = g.key.digest();
         let mut shard = self.shard(digest);
         let entry = shard.entry(digest).or_insert_with(|| Entry::new(g.sent));
-        entry.refilling = None;
         let changed = entry.slice.as_ref().is_some_and(|s| s.params != params);
         entry.end_parts(g.sent, changed, &mut out);
         if let Some(s) = &mut entry.slice {

@@ -498,8 +498,8 @@ impl RedisStore {
                 &mut leftovers,
                 &mut top_up,
             );
-            if let Some(extra) = top_up {
-                self.top_up(c.key(), extra);
+            if let Some((extra, refill)) = top_up {
+                self.top_up(c.key(), extra, refill);
             }
             for l in leftovers {
                 // Ended parts (their lifetime, or the limit changed): their unused units go
@@ -512,8 +512,8 @@ impl RedisStore {
                     local.push(Some(d));
                     continue;
                 }
-                Take::Refill(extra) => {
-                    held.refills.push(c.key().digest());
+                Take::Refill(extra, refill) => {
+                    held.refills.push(refill);
                     extras.push(extra);
                 }
                 Take::Plain => extras.push(0),
@@ -584,10 +584,9 @@ impl RedisStore {
 
     /// Asks Redis, in the background, for `extra` more units of `key`'s slice, which is
     /// running low (the refill [`Leases::take`] began ends when the answer is in).
-    fn top_up(&self, key: &Key, extra: u64) {
-        let digest = key.digest();
+    fn top_up(&self, key: &Key, extra: u64, refill: lease::Refill) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.inner.leases.end_refill(digest);
+            self.inner.leases.end_refill(refill);
             return;
         };
         let store = self.clone();
@@ -596,7 +595,7 @@ impl RedisStore {
             let _refill = Held {
                 store: &store,
                 reserved: Vec::new(),
-                refills: vec![digest],
+                refills: vec![refill],
             };
             let sent = Instant::now();
             let checks = std::slice::from_ref(&check);
@@ -735,15 +734,10 @@ impl RedisStore {
                 for (range, at, args) in charged.iter().rev() {
                     self.refund(&names[range.clone()], *at, args).await;
                     for (i, d) in decisions[range.clone()].iter_mut().enumerate() {
-                        let check = &checks[range.start + i];
-                        *d = Decision::from_parts(
-                            d.outcome(),
-                            d.limit(),
-                            d.remaining().saturating_add(check.cost()).min(d.limit()),
-                            u64::try_from(d.reset_after().as_micros()).unwrap_or(u64::MAX),
-                            0,
-                            u64::try_from(d.window().as_micros()).unwrap_or(u64::MAX),
-                        );
+                        let at = range.start + i;
+                        // What it charged (a lease's grant too) is back.
+                        let grant = granted.iter().find(|g| g.0 == at).map_or(0, |g| g.1);
+                        *d = d.plus_remaining(checks[at].cost().saturating_add(grant));
                     }
                 }
                 granted.clear();
@@ -766,7 +760,7 @@ impl RedisStore {
 struct Held<'a> {
     store: &'a RedisStore,
     reserved: Vec<lease::Reservation>,
-    refills: Vec<[u64; 2]>,
+    refills: Vec<lease::Refill>,
 }
 
 impl Held<'_> {
@@ -786,8 +780,8 @@ impl Drop for Held<'_> {
                 self.store.give_back(l);
             }
         }
-        for d in self.refills.drain(..) {
-            self.store.inner.leases.end_refill(d);
+        for r in self.refills.drain(..) {
+            self.store.inner.leases.end_refill(r);
         }
     }
 }
@@ -888,8 +882,8 @@ impl Store for RedisStore {
                 &mut Vec::new(),
                 &mut top_up,
             );
-            if let Some(extra) = top_up {
-                self.top_up(c.key(), extra);
+            if let Some((extra, refill)) = top_up {
+                self.top_up(c.key(), extra, refill);
             }
             match take {
                 Take::Local(d, r) => {
