@@ -129,7 +129,7 @@
 //!   process holds; an answer from Redis adds the units the process held when it asked.
 //!   Other processes' spending since the grant is not seen (the figure may be high by what
 //!   they spent in the last lifetime), nor a top-up in flight (one process alone: off by at
-//!   most one slice; measured exact in 64–275 of 300 checks); the reset counts down from
+//!   most one slice; measured exact in 9–300 of 300 checks); the reset counts down from
 //!   Redis's answer.
 //! - **A hot key at local speed**: measured over HTTP with every request on one key
 //!   (`HTTP_BENCH_KEYS=1 cargo bench -p rate-limit-examples --bench http`, slices up to
