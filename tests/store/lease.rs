@@ -106,6 +106,18 @@ fn excess(times: &[Duration], rate: f64) -> f64 {
     worst
 }
 
+/// A fixed window of 1 000 per minute leased in slices of up to `max_slice` for 100 ms,
+/// its global key, and a chain of that key.
+fn global_minute(name: &str, max_slice: u64) -> (Limit, rate_limit_core::Key, Chain) {
+    let limit = Limit::fixed_window(name, 1_000, Duration::from_secs(60))
+        .unwrap()
+        .leased(max_slice, Duration::from_millis(100))
+        .unwrap();
+    let key = limit.key(Principal::global());
+    let chain = Chain::new().check(&limit, Principal::global());
+    (limit, key, chain)
+}
+
 async fn wait_for_slices_to_end(stores: &[RedisStore], key: &rate_limit_core::Key) {
     tokio::time::sleep(LIFETIME + Duration::from_millis(100)).await;
     for s in stores {
@@ -326,12 +338,7 @@ async fn a_chain_mixing_leased_and_plain_limits_spends_a_leased_unit_only_when_i
 /// quota minus what it admitted); a quota lowered at run time ends the slice at the next
 /// check, its unused units go back, and exactly the new quota is admitted in all.
 async fn slices_and_set_quota(store: RedisStore, server_calls: impl Fn() -> u64) {
-    let limit = Limit::fixed_window("lease-rt", 1_000, Duration::from_secs(60))
-        .unwrap()
-        .leased(64, Duration::from_millis(100))
-        .unwrap();
-    let key = limit.key(Principal::global());
-    let chain = Chain::new().check(&limit, Principal::global());
+    let (limit, key, chain) = global_minute("lease-rt", 64);
     clear_of_boundary(Duration::from_secs(60), Duration::from_secs(3)).await;
     // A quiet key (3 checks per lifetime) is checked plainly: a slice would go back unused.
     let quiet = Chain::new().check(&limit, Principal::user("quiet"));
@@ -403,12 +410,7 @@ async fn a_slice_answers_while_redis_is_down_until_it_ends_and_a_reset_drops_it(
         .response_timeout(Duration::from_millis(200))
         .build()
         .unwrap();
-    let limit = Limit::fixed_window("lease-down", 1_000, Duration::from_secs(60))
-        .unwrap()
-        .leased(50, Duration::from_millis(100))
-        .unwrap();
-    let key = limit.key(Principal::global());
-    let chain = Chain::new().check(&limit, Principal::global());
+    let (_limit, key, chain) = global_minute("lease-down", 50);
     clear_of_boundary(Duration::from_secs(60), Duration::from_secs(2)).await;
     while store.leased_units(&key) < 4 {
         assert!(store.check(&chain).await.unwrap().is_allowed());
