@@ -5,7 +5,9 @@ use std::convert::Infallible;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::request::Parts;
-use rate_limit_core::{AnyStore, Chain, Check, Decision, FailurePolicy, FailureReason, Limiter};
+use rate_limit_core::{
+    AnyStore, Chain, Check, Decision, FailurePolicy, FailureReason, Limiter, Reservation,
+};
 use rate_limit_tower::extract::Rejection;
 use rate_limit_tower::{Answering, RateLimitInfo, Verdict};
 
@@ -95,6 +97,38 @@ impl HandlerLimiter {
         headers: &http::HeaderMap,
     ) -> Result<Admitted, Refused> {
         let answer = self.limiter.check(chain, policy).await;
+        self.check_answer(answer, chain, headers)
+    }
+
+    /// Checks `chain` and keeps what it charged as a reservation, for a handler that counts
+    /// by outcome: [`Reserved::keep`] when the outcome counts (a wrong password),
+    /// [`Reserved::give_back`] when it does not (the right one). See
+    /// [`Reservation`](rate_limit_core::Reservation) for the race-freedom this buys and its
+    /// consequences. A [`Reserved`] dropped unsettled keeps its units counted.
+    pub async fn reserve(
+        &self,
+        chain: &Chain,
+        policy: FailurePolicy,
+        headers: &http::HeaderMap,
+    ) -> Result<Reserved, Refused> {
+        let answer = self.limiter.check(chain, policy).await;
+        let reservation = answer.reservation(chain);
+        let admitted = self.check_answer(answer, chain, headers)?;
+        Ok(Reserved {
+            admitted,
+            reservation,
+            limiter: self.limiter.clone(),
+        })
+    }
+
+    // The same result as the public methods return (a refusal is a whole response).
+    #[allow(clippy::result_large_err)]
+    fn check_answer(
+        &self,
+        answer: rate_limit_core::Answer,
+        chain: &Chain,
+        headers: &http::HeaderMap,
+    ) -> Result<Admitted, Refused> {
         let html = rate_limit_tower::accepts_html(headers);
         match self.answering.verdict_for(answer, chain, html) {
             Verdict::Proceed(info) => Ok(Admitted {
@@ -152,6 +186,40 @@ impl IntoResponseParts for Admitted {
             res.extensions_mut().insert(info);
         }
         Ok(res)
+    }
+}
+
+/// An admitted check whose units are reserved until the handler knows whether its outcome
+/// counts (see [`HandlerLimiter::reserve`]).
+#[derive(Debug)]
+#[must_use = "a reservation dropped unsettled stays counted; say so with keep()"]
+pub struct Reserved {
+    admitted: Admitted,
+    reservation: Option<Reservation>,
+    limiter: Limiter<AnyStore>,
+}
+
+impl Reserved {
+    /// The outcome counts: the units stay charged.
+    pub fn keep(self) -> Admitted {
+        self.admitted
+    }
+
+    /// The outcome does not count: every reserved unit goes back (one more store call).
+    /// If the store cannot take them, they stay counted (the limiter logs why).
+    pub async fn give_back(self) -> Admitted {
+        self.give_back_only(|_, _| true).await
+    }
+
+    /// Gives back the units of the checks for which `f` (given each check's position in
+    /// the chain) is true; the others stay counted. E.g. after the right password, the
+    /// per-account unit goes back and the per-IP unit stays.
+    pub async fn give_back_only(self, f: impl FnMut(usize, &Check) -> bool) -> Admitted {
+        if let Some(mut r) = self.reservation {
+            r.retain(f);
+            let _ = self.limiter.give_back(r).await;
+        }
+        self.admitted
     }
 }
 

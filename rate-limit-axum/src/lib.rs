@@ -58,7 +58,7 @@ mod extract;
 mod handler;
 
 pub use extract::{PathParam, RouteTemplate, client_ip, connect_info_peer};
-pub use handler::{Admitted, HandlerLimiter, Refused, RejectionResponse};
+pub use handler::{Admitted, HandlerLimiter, Refused, RejectionResponse, Reserved};
 
 #[doc(no_inline)]
 pub use rate_limit_core as core;

@@ -194,7 +194,38 @@ pub struct ChainDecision {
     // Inline up to four decisions: no allocation for the chains layers build.
     decisions: SmallVec<[Decision; 4]>,
     denied_at: Option<usize>,
+    /// When the store charged, to give units back later (not part of the decision).
+    pub(crate) receipt: Receipt,
 }
+
+/// What a store needs to give back what a chain charged: the store's time of the charge.
+/// Bookkeeping, not part of the decision: two decisions that differ only here are equal.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Receipt {
+    /// The store's time of the charge (µs since the epoch, the store's clock).
+    pub(crate) at: u64,
+    /// Per check, when the checks were charged at different times (a Cluster's slot
+    /// groups, each on its own node's clock); empty: `at` for every check.
+    pub(crate) times: Vec<u64>,
+    /// Units taken from this process's leased slices, by check index (the Redis store).
+    #[cfg(feature = "redis")]
+    pub(crate) leased: Vec<(usize, crate::store::redis::LeaseUnits)>,
+}
+
+impl Receipt {
+    /// When check `i` was charged.
+    pub(crate) fn time(&self, i: usize) -> u64 {
+        self.times.get(i).copied().unwrap_or(self.at)
+    }
+}
+
+impl PartialEq for Receipt {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Receipt {}
 
 impl ChainDecision {
     /// Builds a chain decision; the first non-allowed decision is the one that decides.
@@ -212,7 +243,14 @@ impl ChainDecision {
         Self {
             decisions,
             denied_at,
+            receipt: Receipt::default(),
         }
+    }
+
+    /// The same decision, charged at `at` (µs, the store's clock).
+    pub(crate) fn charged_at(mut self, at: u64) -> Self {
+        self.receipt.at = at;
+        self
     }
 
     /// Whether every check was allowed (the request goes ahead).

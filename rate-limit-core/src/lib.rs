@@ -42,6 +42,7 @@ mod limit;
 pub mod limiter;
 mod name;
 mod principal;
+mod reservation;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
@@ -62,6 +63,7 @@ pub use name::{MAX_NAME_LEN, validate_name};
 pub use principal::{
     HashKey, MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, MIN_HASH_KEY_LEN, Principal, PrincipalKind,
 };
+pub use reservation::Reservation;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::RedisStore;

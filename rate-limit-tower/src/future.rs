@@ -9,7 +9,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use rate_limit_core::{Answer, Chain};
+use rate_limit_core::{Answer, Chain, Reservation};
 use tower_service::Service;
 
 use crate::body::ResponseBody;
@@ -18,8 +18,11 @@ use crate::headers::RateLimitInfo;
 use crate::metrics;
 use crate::shared::{Ctx, Next, Shared};
 
-/// The store call of one request (boxed: its type cannot be named).
-pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Answer> + Send>>);
+/// The store call of one request (boxed: its type cannot be named): the answer, and what
+/// it reserved when a rule counts by outcome.
+pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Checked> + Send>>);
+
+type Checked = (Answer, Option<Reservation>);
 
 impl CheckFuture {
     pub(crate) fn new(shared: Arc<Shared>, chain: Chain) -> Self {
@@ -29,9 +32,38 @@ impl CheckFuture {
             let answer = shared.limiter.check(&chain, shared.policy).await;
             #[cfg(feature = "metrics")]
             metrics::latency(started.elapsed());
-            answer
+            let reservation = shared.reservation(&answer, &chain);
+            (answer, reservation)
         }))
     }
+}
+
+/// A give-back on its way to the store: the response waits for it, so the client's next
+/// request sees the unit returned.
+type GiveBack = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Gives back `reservation`: at once when the store answers at once (the memory store);
+/// else on the runtime (so it completes even if the response future is dropped), or in
+/// the response future when there is no runtime. `None`: done.
+fn give_back(shared: &Shared, reservation: Reservation) -> Option<GiveBack> {
+    let limiter = shared.limiter.clone();
+    // A failure keeps the unit counted; the limiter has logged it.
+    let mut give: GiveBack = Box::pin(async move {
+        let _ = limiter.give_back(reservation).await;
+    });
+    let mut noop = Context::from_waker(std::task::Waker::noop());
+    if give.as_mut().poll(&mut noop).is_ready() {
+        return None;
+    }
+    Some(match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            let handle = rt.spawn(give);
+            Box::pin(async move {
+                let _ = handle.await;
+            })
+        }
+        Err(_) => give,
+    })
 }
 
 pin_project! {
@@ -63,6 +95,14 @@ pin_project! {
         Call {
             #[pin] fut: S::Future,
             info: Option<RateLimitInfo>,
+            reservation: Option<Reservation>,
+            shared: Arc<Shared>,
+            ctx: Ctx,
+        },
+        Settle {
+            give: GiveBack,
+            response: Option<S::Response>,
+            info: Option<RateLimitInfo>,
             shared: Arc<Shared>,
             ctx: Ctx,
         },
@@ -93,6 +133,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
     pub(crate) fn call(
         fut: S::Future,
         info: Option<RateLimitInfo>,
+        reservation: Option<Reservation>,
         shared: Arc<Shared>,
         ctx: Ctx,
     ) -> Self {
@@ -100,6 +141,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
             kind: Kind::Call {
                 fut,
                 info,
+                reservation,
                 shared,
                 ctx,
             },
@@ -129,6 +171,12 @@ fn own<R>(resp: Response<Bytes>) -> Response<ResponseBody<R>> {
     resp.map(ResponseBody::own)
 }
 
+fn empty_500<R>() -> Response<ResponseBody<R>> {
+    let mut r = Response::new(ResponseBody::own(Bytes::new()));
+    *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+    r
+}
+
 impl<S, B, R> Future for ResponseFuture<S, B>
 where
     S: Service<Request<B>, Response = Response<R>>,
@@ -141,11 +189,7 @@ where
                 KindProj::Ready { response } => {
                     let resp = response.take().map(own);
                     // Polled again after completion: answer an empty 500 rather than panic.
-                    return Poll::Ready(Ok(resp.unwrap_or_else(|| {
-                        let mut r = Response::new(ResponseBody::own(Bytes::new()));
-                        *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
-                        r
-                    })));
+                    return Poll::Ready(Ok(resp.unwrap_or_else(empty_500)));
                 }
                 KindProj::Pass { fut } => {
                     return Poll::Ready(ready!(fut.poll(cx)).map(|r| r.map(ResponseBody::inner)));
@@ -153,10 +197,43 @@ where
                 KindProj::Call {
                     fut,
                     info,
+                    reservation,
                     shared,
                     ctx,
                 } => {
-                    let mut resp = ready!(fut.poll(cx))?.map(ResponseBody::inner);
+                    // An error (no response) keeps a reservation counted.
+                    let resp = ready!(fut.poll(cx))?;
+                    let pending = reservation
+                        .take()
+                        .and_then(|r| shared.not_counted(r, &resp))
+                        .and_then(|r| give_back(shared, r));
+                    match pending {
+                        Some(give) => Kind::Settle {
+                            give,
+                            response: Some(resp),
+                            info: info.take(),
+                            shared: Arc::clone(shared),
+                            ctx: *ctx,
+                        },
+                        None => {
+                            let mut resp = resp.map(ResponseBody::inner);
+                            shared.decorate(&mut resp, info.take(), *ctx);
+                            return Poll::Ready(Ok(resp));
+                        }
+                    }
+                }
+                KindProj::Settle {
+                    give,
+                    response,
+                    info,
+                    shared,
+                    ctx,
+                } => {
+                    ready!(give.as_mut().poll(cx));
+                    let Some(resp) = response.take() else {
+                        return Poll::Ready(Ok(empty_500()));
+                    };
+                    let mut resp = resp.map(ResponseBody::inner);
                     shared.decorate(&mut resp, info.take(), *ctx);
                     return Poll::Ready(Ok(resp));
                 }
@@ -167,7 +244,7 @@ where
                     shared,
                     ctx,
                 } => {
-                    let answer = ready!(check.0.as_mut().poll(cx));
+                    let (answer, reservation) = ready!(check.0.as_mut().poll(cx));
                     match shared.next(answer, *ctx) {
                         Next::Respond(mut resp) => {
                             // The answer carries its headers already; only CORS is left.
@@ -180,6 +257,7 @@ where
                             (Some(mut svc), Some(req)) => Kind::Call {
                                 fut: svc.call(req),
                                 info,
+                                reservation,
                                 shared: Arc::clone(shared),
                                 ctx: *ctx,
                             },

@@ -87,6 +87,7 @@ impl RateLimitLayer {
                 prefixes: Vec::new(),
                 limit_preflights: false,
                 answering: Answering::default(),
+                counted: false,
             }),
         }
     }
@@ -110,6 +111,7 @@ impl RateLimitLayer {
             } else {
                 s.policy.strictest(rule.policy)
             };
+            s.counted |= rule.count.is_some();
             s.rules.push(rule);
         })
     }

@@ -52,6 +52,7 @@
 
 pub mod answer;
 mod body;
+mod count;
 pub mod extract;
 mod future;
 pub mod headers;
@@ -64,6 +65,7 @@ mod shared;
 
 pub use answer::{Answering, Verdict, accepts_html};
 pub use body::ResponseBody;
+pub use count::CountWhen;
 pub use future::ResponseFuture;
 pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};
 pub use layer::RateLimitLayer;

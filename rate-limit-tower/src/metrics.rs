@@ -7,6 +7,7 @@
 //! | `rate_limit_shadow_limited_total` | counter | `limit` |
 //! | `rate_limit_store_error_total` | counter | `limit`, `reason` |
 //! | `rate_limit_fallback_total` | counter | `limit`, `policy` |
+//! | `rate_limit_given_back_total` | counter | `limit` (a unit its rule did not count) |
 //! | `rate_limit_store_seconds` | histogram | none |
 
 #[cfg(feature = "metrics")]

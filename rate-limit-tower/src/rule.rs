@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use rate_limit_core::{FailurePolicy, Limit};
 
+use crate::count::CountWhen;
 use crate::extract::KeyExtractor;
 
 /// One limit of a layer: the limit, the extractor naming the principal, a cost, and the
@@ -37,6 +38,7 @@ pub struct Rule {
     pub(crate) cost: u64,
     pub(crate) policy: FailurePolicy,
     pub(crate) name: Arc<str>,
+    pub(crate) count: Option<CountWhen>,
 }
 
 impl fmt::Debug for Rule {
@@ -45,6 +47,7 @@ impl fmt::Debug for Rule {
             .field("limit", &self.limit)
             .field("cost", &self.cost)
             .field("policy", &self.policy)
+            .field("count", &self.count)
             .finish_non_exhaustive()
     }
 }
@@ -59,6 +62,7 @@ impl Rule {
             cost: 1,
             policy: FailurePolicy::Closed,
             name,
+            count: None,
         }
     }
 
@@ -74,6 +78,46 @@ impl Rule {
     pub fn on_store_error(mut self, policy: FailurePolicy) -> Self {
         self.policy = policy;
         self
+    }
+
+    /// Counts only the responses `when` matches (default: every request counts), e.g.
+    /// only failed sign-ins ([`CountWhen::failed`]).
+    ///
+    /// The unit is reserved before the inner service runs and given back once the response
+    /// is known not to count (one more store call, only for those requests): race-free, so
+    /// 64 concurrent failed attempts at a limit of 5 admit exactly 5. While requests are in
+    /// flight their reserved units count, so concurrent successes are capped at the quota
+    /// too. A unit stays counted when the inner service fails (no response), when the
+    /// request is dropped before its response (the client left), when the store cannot
+    /// take it back, and when this process dies before the response: at most the reserved
+    /// unit, until its window ends. The headers report the state with the unit reserved.
+    ///
+    /// ```
+    /// use rate_limit_core::{Limit, PrincipalKind};
+    /// use rate_limit_tower::{CountWhen, RateLimitLayer, Rule};
+    /// use rate_limit_tower::extract::HeaderKey;
+    /// use std::time::Duration;
+    ///
+    /// // Five failed exports per account per hour; successful ones are free.
+    /// let exports = RateLimitLayer::in_memory().rule(
+    ///     Rule::new(
+    ///         Limit::sliding_log("export-failures", 5, Duration::from_secs(3_600))?,
+    ///         HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
+    ///     )
+    ///     .count_when(CountWhen::failed()),
+    /// );
+    /// # let _ = exports;
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn count_when(mut self, when: CountWhen) -> Self {
+        self.count = Some(when);
+        self
+    }
+
+    /// Which responses this rule counts (`None`: every request).
+    pub fn counted_when(&self) -> Option<&CountWhen> {
+        self.count.as_ref()
     }
 
     /// The limit.

@@ -101,14 +101,19 @@ where
         if let Some(answer) = shared.limiter.try_check(&chain, shared.policy) {
             #[cfg(feature = "metrics")]
             crate::metrics::latency(started.elapsed());
+            let reservation = shared.reservation(&answer, &chain);
             return match shared.next(answer, ctx) {
                 Next::Respond(mut resp) => {
                     shared.expose(&mut resp, ctx);
                     ResponseFuture::ready(resp)
                 }
-                Next::Proceed(info) => {
-                    ResponseFuture::call(self.inner.call(req), info, Arc::clone(shared), ctx)
-                }
+                Next::Proceed(info) => ResponseFuture::call(
+                    self.inner.call(req),
+                    info,
+                    reservation,
+                    Arc::clone(shared),
+                    ctx,
+                ),
             };
         }
         // Take the service that was polled ready; leave a fresh clone in its place.

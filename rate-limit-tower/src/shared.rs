@@ -6,10 +6,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::ACCESS_CONTROL_REQUEST_METHOD;
 use http::{HeaderMap, Method, Response};
-use rate_limit_core::{Answer, AnyStore, ChainMode, FailurePolicy, Limiter};
+use rate_limit_core::{Answer, AnyStore, Chain, ChainMode, FailurePolicy, Limiter, Reservation};
 
 use crate::answer::{Answering, Verdict};
 use crate::headers::{self, RateLimitInfo};
+use crate::metrics;
 use crate::rule::Rule;
 
 #[derive(Clone)]
@@ -23,6 +24,8 @@ pub(crate) struct Shared {
     pub(crate) prefixes: Vec<String>,
     pub(crate) limit_preflights: bool,
     pub(crate) answering: Answering,
+    /// Whether any rule counts by outcome (its requests keep a reservation).
+    pub(crate) counted: bool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -65,6 +68,37 @@ impl Shared {
             Verdict::Proceed(info) => Next::Proceed(info),
             Verdict::Respond(resp) => Next::Respond(resp),
         }
+    }
+
+    /// What an admitted request reserved, when a rule counts by outcome.
+    pub(crate) fn reservation(&self, answer: &Answer, chain: &Chain) -> Option<Reservation> {
+        if !self.counted {
+            return None;
+        }
+        answer.reservation(chain)
+    }
+
+    /// The part of `reservation` that `resp` does not count (its rules' [`CountWhen`]s say
+    /// no); `None` when everything counts.
+    pub(crate) fn not_counted<B>(
+        &self,
+        mut reservation: Reservation,
+        resp: &Response<B>,
+    ) -> Option<Reservation> {
+        let (status, ext) = (resp.status(), resp.extensions());
+        reservation.retain(|i, _| {
+            self.rules
+                .get(i)
+                .and_then(|r| r.count.as_ref())
+                .is_some_and(|when| !when.counts(status, ext))
+        });
+        if reservation.is_empty() {
+            return None;
+        }
+        for c in reservation.checks() {
+            metrics::count("rate_limit_given_back_total", c.key().limit().name());
+        }
+        Some(reservation)
     }
 
     /// Adds this layer's view (merged with an inner layer's) and CORS exposure.

@@ -382,6 +382,15 @@ impl RedisCluster {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 
+    /// A store counting in this Cluster.
+    pub fn store(&self) -> rate_limit_core::AnyStore {
+        rate_limit_core::AnyStore::Redis(
+            rate_limit_core::RedisStore::cluster_builder(self.urls())
+                .build()
+                .expect("valid URLs"),
+        )
+    }
+
     /// The nodes.
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes

@@ -163,6 +163,58 @@ pub(crate) fn step(params: Params, state: &State, now: u64, cost: u64, charge: C
     }
 }
 
+/// Gives back `cost` units charged at `at` (µs, the store's clock), where the state still
+/// holds them: a fixed window's only into the window they were charged in, a sliding
+/// window's into that window (now the current or the previous one), an exact log's from
+/// the entry stamped `at`, a bucket's by moving its arrival time back. `None`: nothing to
+/// give back (the window they counted in has passed). The Redis store's refund script
+/// is the same, line for line.
+pub(crate) fn refund(params: Params, state: &State, at: u64, cost: u64) -> Option<State> {
+    if cost == 0 || !state.fits(params) {
+        return None;
+    }
+    match (params, state) {
+        (Params::Fixed { window: w, .. }, &State::Fixed { window, count }) => (window == at / w)
+            .then(|| State::Fixed {
+                window,
+                count: count.saturating_sub(cost),
+            }),
+        (Params::Sliding { window: w, .. }, &State::Sliding { window, curr, prev }) => {
+            let charged = at / w;
+            if window == charged {
+                Some(State::Sliding {
+                    window,
+                    curr: curr.saturating_sub(cost),
+                    prev,
+                })
+            } else if window == charged.saturating_add(1) {
+                Some(State::Sliding {
+                    window,
+                    curr,
+                    prev: prev.saturating_sub(cost),
+                })
+            } else {
+                None
+            }
+        }
+        (Params::Bucket { interval, .. }, &State::Bucket { tat }) => Some(State::Bucket {
+            tat: tat.saturating_sub(cost.saturating_mul(interval)),
+        }),
+        (Params::Log { .. }, State::Log(log)) => {
+            let i = log.iter().position(|&(t, _)| t == at)?;
+            let mut log = log.clone();
+            let (t, c) = log[i];
+            if c <= cost {
+                log.remove(i);
+            } else {
+                log[i] = (t, c - cost);
+            }
+            Some(State::Log(log))
+        }
+        _ => None,
+    }
+}
+
 /// `a * b / c` rounded down, in `u128`, saturated to `u64`.
 pub(crate) fn mul_div(a: u64, b: u64, c: u64) -> u64 {
     if c == 0 {

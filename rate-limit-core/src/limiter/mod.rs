@@ -56,6 +56,7 @@ use tokio::time::Instant;
 use crate::chain::{Chain, Check};
 use crate::decision::Decision;
 use crate::error::{ConfigError, ConfigErrorKind};
+use crate::reservation::Reservation;
 #[cfg(feature = "redis")]
 use crate::store::RedisStore;
 use crate::store::{AnyStore, BoxStore, Domains, MemoryStore, Store, StoreError};
@@ -385,6 +386,30 @@ impl<S: Store> Limiter<S> {
             FailurePolicy::Memory => Ok(self.inner.fallback.charge_now(check)),
             _ => Err(failure),
         }
+    }
+
+    /// Gives back what an admitted chain reserved (see [`Answer::reservation`]): the
+    /// request's outcome does not count. One more store call (the Redis store: one
+    /// command per slot group; the memory store: none). Units charged in the fallback
+    /// store go back there.
+    ///
+    /// A store that cannot be reached keeps the units counted until their window ends
+    /// (the error says why): never more than was reserved, so a limit counting failures
+    /// errs towards refusing, never towards letting guesses through.
+    pub async fn give_back(&self, reservation: Reservation) -> Result<(), FailureReason> {
+        if reservation.is_empty() {
+            return Ok(());
+        }
+        if reservation.in_fallback() {
+            self.inner.fallback.give_back_now(&reservation);
+            return Ok(());
+        }
+        let domains = self.inner.store.failure_domains(&reservation.chain());
+        if let Some(reason) = self.cooling_down(domains) {
+            return Err(reason);
+        }
+        let r = &reservation;
+        self.call(domains, || self.inner.store.give_back(r)).await
     }
 
     fn closed_retry_after(&self) -> Duration {

@@ -147,6 +147,18 @@ impl Answer {
             }
         }
     }
+
+    /// What an admitted `chain` (the chain this answer is for) reserved: to keep, or to
+    /// give back with [`Limiter::give_back`](super::Limiter::give_back) once the outcome is
+    /// known. `None` when nothing was charged: a refusal, or a store failure let through
+    /// unchecked ([`FailurePolicy::Open`]).
+    pub fn reservation(&self, chain: &crate::Chain) -> Option<crate::Reservation> {
+        match self {
+            Self::Store(d) => crate::Reservation::of(chain, d, false),
+            Self::Memory { decision, .. } => crate::Reservation::of(chain, decision, true),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::chain::{Chain, Check};
 use crate::decision::{ChainDecision, Decision};
 use crate::key::Key;
+use crate::reservation::Reservation;
 
 mod dedupe;
 mod domains;
@@ -43,6 +44,23 @@ pub trait Store: Send + Sync + 'static {
     /// overdrawing if need be, so later checks are refused until the debt is repaid.
     /// The decision says whether the charge fit.
     fn charge(&self, check: &Check) -> impl Future<Output = Result<Decision, StoreError>> + Send;
+
+    /// Gives back what an admitted chain reserved ([`Reservation`]): each check's cost,
+    /// where its window still holds it (a fixed window's only in the window it was charged
+    /// in). One atomic operation per key.
+    ///
+    /// The default answers an error ([`StoreErrorKind::Rejected`]): a store that cannot give
+    /// units back keeps them counted, which errs towards refusing.
+    fn give_back(
+        &self,
+        reservation: &Reservation,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = reservation;
+        std::future::ready(Err(StoreError::new(
+            StoreErrorKind::Rejected,
+            "this store cannot give units back",
+        )))
+    }
 
     /// Reports a key's state without changing it (an admin read; same as a cost-0 check).
     fn peek(&self, key: &Key) -> impl Future<Output = Result<Decision, StoreError>> + Send;
@@ -89,6 +107,12 @@ impl<S: Store> Store for Arc<S> {
     fn peek(&self, key: &Key) -> impl Future<Output = Result<Decision, StoreError>> + Send {
         (**self).peek(key)
     }
+    fn give_back(
+        &self,
+        reservation: &Reservation,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).give_back(reservation)
+    }
     fn reset(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).reset(key)
     }
@@ -112,6 +136,7 @@ trait DynStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<ChainDecision, StoreError>>;
     fn charge_dyn<'a>(&'a self, check: &'a Check) -> BoxFuture<'a, Result<Decision, StoreError>>;
     fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<Decision, StoreError>>;
+    fn give_back_dyn<'a>(&'a self, r: &'a Reservation) -> BoxFuture<'a, Result<(), StoreError>>;
     fn reset_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<(), StoreError>>;
     fn try_check_dyn(&self, chain: &Chain) -> Option<ChainDecision>;
     fn failure_domains_dyn(&self, chain: &Chain) -> Domains;
@@ -130,6 +155,9 @@ impl<S: Store> DynStore for S {
     }
     fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<Decision, StoreError>> {
         Box::pin(self.peek(key))
+    }
+    fn give_back_dyn<'a>(&'a self, r: &'a Reservation) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.give_back(r))
     }
     fn reset_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.reset(key))
@@ -179,6 +207,9 @@ impl Store for BoxStore {
     }
     async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
         self.inner.peek_dyn(key).await
+    }
+    async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.inner.give_back_dyn(reservation).await
     }
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
         self.inner.reset_dyn(key).await
@@ -279,6 +310,14 @@ impl Store for AnyStore {
             #[cfg(feature = "redis")]
             Self::Redis(s) => s.peek(key).await,
             Self::Boxed(s) => s.peek(key).await,
+        }
+    }
+    async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(s) => s.give_back(reservation).await,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.give_back(reservation).await,
+            Self::Boxed(s) => s.give_back(reservation).await,
         }
     }
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {

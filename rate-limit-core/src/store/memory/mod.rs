@@ -32,6 +32,7 @@ use crate::decision::{ChainDecision, Decision};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::Key;
 use crate::limit::Params;
+use crate::reservation::Reservation;
 
 use super::{Dedupe, Store, StoreError};
 use crate::key::local_digest;
@@ -247,7 +248,10 @@ impl MemoryStore {
         };
         match chain.checks() {
             [] => ChainDecision::new(Vec::new()),
-            [one] => ChainDecision::one(self.single(one.key(), one.cost(), charge)),
+            [one] => {
+                let (decision, at) = self.single(one.key(), one.cost(), charge);
+                ChainDecision::one(decision).charged_at(at)
+            }
             checks => self.chain(checks, chain.chain_mode(), charge),
         }
     }
@@ -267,7 +271,8 @@ impl MemoryStore {
         u32::try_from(rel.div_ceil(1_000_000)).unwrap_or(u32::MAX)
     }
 
-    fn single(&self, key: &Key, cost: u64, charge: Charge) -> Decision {
+    /// One check; the decision and the store's time.
+    fn single(&self, key: &Key, cost: u64, charge: Charge) -> (Decision, u64) {
         let digest = key.digest();
         let params = key.params();
         let mut shard = lock(&self.inner.shards[self.shard_of(&digest)]);
@@ -287,7 +292,7 @@ impl MemoryStore {
                 None => self.insert(&mut shard, &digest, next, expires, now),
             }
         }
-        step.decision
+        (step.decision, now)
     }
 
     fn chain(&self, checks: &[Check], mode: ChainMode, charge: Charge) -> ChainDecision {
@@ -337,14 +342,14 @@ impl MemoryStore {
                     let params = checks[j].key().params();
                     *d = algorithm::step(params, &stored[j], now, 0, Charge::IfFits).decision;
                 }
-                return ChainDecision::from_decisions(decisions);
+                return ChainDecision::from_decisions(decisions).charged_at(now);
             }
             if !allowed && mode == ChainMode::CountAttempts {
                 // Charged up to here, the refusal included; the later limits untouched.
                 break;
             }
         }
-        let result = ChainDecision::from_decisions(decisions);
+        let result = ChainDecision::from_decisions(decisions).charged_at(now);
         if result.is_allowed() || mode != ChainMode::InOrder {
             for (i, next) in pending.into_iter().enumerate() {
                 if let Some(next) = next {
@@ -386,7 +391,24 @@ impl MemoryStore {
 
     /// [`Store::charge`] without the future.
     pub fn charge_now(&self, check: &Check) -> Decision {
-        self.single(check.key(), check.cost(), Charge::Overdraw)
+        self.single(check.key(), check.cost(), Charge::Overdraw).0
+    }
+
+    /// [`Store::give_back`] without the future.
+    pub fn give_back_now(&self, reservation: &Reservation) {
+        for (check, at) in reservation.charges() {
+            let key = check.key();
+            let (digest, params) = (key.digest(), key.params());
+            let mut shard = lock(&self.inner.shards[self.shard_of(&digest)]);
+            let Some(i) = shard.find(&digest) else {
+                continue; // forgotten: its window has passed
+            };
+            let state = shard.get_at(i);
+            if let Some(next) = algorithm::refund(params, &state, at, check.cost()) {
+                let expires = self.expires_sec(next.expires_at(params));
+                shard.set_at(i, next, expires);
+            }
+        }
     }
 
     fn reset_now(&self, key: &Key) {
@@ -436,9 +458,13 @@ impl Store for MemoryStore {
     }
 
     async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
-        Ok(self.single(key, 0, Charge::IfFits))
+        Ok(self.single(key, 0, Charge::IfFits).0)
     }
 
+    async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.give_back_now(reservation);
+        Ok(())
+    }
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
         self.reset_now(key);
         Ok(())

@@ -48,15 +48,43 @@ pub(super) struct Leftover {
 /// Units taken from a slice for a chain that may still be refused: committed or
 /// released, never forgotten (its key's record is kept until then).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Reservation {
+pub(crate) struct Reservation {
     digest: [u64; 2],
     part: u64,
-    units: u64,
+    pub(super) units: u64,
     /// The part's end and server time, and the parameters it was granted under: to put
     /// the units back where they came from even if the part is gone.
     ends: Instant,
-    at: u64,
-    params: Params,
+    pub(super) at: u64,
+    pub(super) params: Params,
+}
+
+/// Puts reserved units back into `e`'s slice: the part they came from, or one like it if
+/// that part was spent meanwhile. `Err`: the part has ended (or the limit changed), with
+/// the units to return to Redis when the slice is still there to name the key.
+fn put_back(e: &mut Entry, r: &Reservation, now: Instant) -> Result<(), Option<Leftover>> {
+    let Some(s) = e.slice.as_mut() else {
+        return Err(None);
+    };
+    if let Some(p) = s.parts.iter_mut().find(|p| p.id == r.part) {
+        p.units = p.units.saturating_add(r.units);
+        return Ok(());
+    }
+    if now < r.ends && s.params == r.params {
+        s.parts.push_front(Part {
+            units: r.units,
+            ends: r.ends,
+            at: r.at,
+            id: r.part,
+        });
+        return Ok(());
+    }
+    Err(Some(Leftover {
+        name: s.name.clone(),
+        params: r.params,
+        at: r.at,
+        units: r.units,
+    }))
 }
 
 /// A refill begun: the caller ends it (installed or not) with [`Leases::end_refill`].
@@ -320,26 +348,17 @@ impl Leases {
         let mut shard = self.shard(r.digest);
         let e = shard.get_mut(&r.digest)?;
         e.pending = e.pending.saturating_sub(1);
-        let s = e.slice.as_mut()?;
-        if let Some(p) = s.parts.iter_mut().find(|p| p.id == r.part) {
-            p.units = p.units.saturating_add(r.units);
-            return None;
-        }
-        if now < r.ends && s.params == r.params {
-            s.parts.push_front(Part {
-                units: r.units,
-                ends: r.ends,
-                at: r.at,
-                id: r.part,
-            });
-            return None;
-        }
-        Some(Leftover {
-            name: s.name.clone(),
-            params: r.params,
-            at: r.at,
-            units: r.units,
-        })
+        put_back(e, &r, now).err().flatten()
+    }
+
+    /// Puts back units an admitted chain spent and its caller gives back (the outcome does
+    /// not count): as [`release`](Self::release) does, but for a take already final.
+    /// `false`: the slice has ended, the units must go back to Redis (at `r`'s time).
+    pub(super) fn restore(&self, r: &Reservation, now: Instant) -> bool {
+        let mut shard = self.shard(r.digest);
+        shard
+            .get_mut(&r.digest)
+            .is_some_and(|e| put_back(e, r, now).is_ok())
     }
 
     /// The refill of `key` ended (installed or not).

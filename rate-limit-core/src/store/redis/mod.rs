@@ -82,6 +82,18 @@
 //! (four-check chains: 0.77–0.80×), with 0.03 calls per check, and the load's throughput
 //! doubled; see BENCHMARKS.md.
 //!
+//! # Giving units back
+//!
+//! [`Store::give_back`] (count by outcome, see [`Reservation`]) runs the
+//! refund script once per run of the reservation's checks that share a slot and a charge
+//! time: one command for a reservation standalone, one per slot group on a Cluster (a
+//! failure names its node). Each check's cost goes back where its window still holds it,
+//! with the time Redis charged it at (a fixed window's only into the window it was charged
+//! in; an exact log's entry of that time). A unit taken from a leased slice goes back into
+//! the slice while it lives (no command), else to Redis. A limit whose units were given
+//! back is not answered from the deny cache from then on (room may reappear before a
+//! refusal's retry-after).
+//!
 //! # Leases
 //!
 //! For a hot key — a global budget, a big tenant, a shared IP, which every request touches —
@@ -217,6 +229,7 @@ use redis::{Script, Value};
 use crate::chain::{Chain, ChainMode, Check};
 use crate::decision::{ChainDecision, Decision};
 use crate::key::Key;
+use crate::reservation::Reservation;
 use crate::store::{Dedupe, Domains, Store, StoreError};
 
 mod batch;
@@ -228,6 +241,9 @@ mod deny;
 mod error;
 mod keys;
 mod lease;
+
+/// Units an admitted chain took from this process's leased slices (see [`Reservation`](crate::Reservation)).
+pub(crate) use lease::Reservation as LeaseUnits;
 mod script;
 mod tls;
 #[cfg(feature = "cluster")]
@@ -321,6 +337,18 @@ impl RedisStore {
     }
 
     async fn refund(&self, keys: &[String], at: u64, checks: &[u64]) {
+        // A refund that fails leaves the charge until its window passes (documented).
+        if let Err(e) = self.try_refund(keys, at, checks).await {
+            tracing::warn!(
+                name: "rate_limit.refund_failed",
+                error = e.kind().as_str(),
+                "could not refund a chain's earlier slot group; its charge stays until the window passes"
+            );
+        }
+    }
+
+    /// The refund script on `keys` (one slot), for checks charged at `at`.
+    async fn try_refund(&self, keys: &[String], at: u64, checks: &[u64]) -> Result<(), StoreError> {
         let mut args = Vec::with_capacity(1 + checks.len());
         args.push(at);
         args.extend_from_slice(checks);
@@ -330,14 +358,61 @@ impl RedisStore {
             keys,
             args: &args,
         };
-        // A refund that fails leaves the charge until its window passes (documented).
-        if let Err(e) = self.inner.conn.invoke::<Value>(&inv).await {
-            tracing::warn!(
-                name: "rate_limit.refund_failed",
-                error = classify(&e).as_str(),
-                "could not refund a chain's earlier slot group; its charge stays until the window passes"
-            );
+        self.inner
+            .conn
+            .invoke::<Value>(&inv)
+            .await
+            .map(|_| ())
+            .map_err(store_error)
+    }
+
+    /// Gives back a reservation: units taken from a live leased slice go back into it;
+    /// the rest go to Redis, one refund per run of checks in one slot charged at one time.
+    async fn give_back_units(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        if let Some(cache) = &self.inner.deny {
+            // Given-back units make room again: refusals of these limits are not cached.
+            cache.mark_refundable(&reservation.chain());
         }
+        let now = Instant::now();
+        // One call per run of checks in one slot charged at one time: (keys, time, numbers).
+        let mut calls: Vec<(Vec<String>, u64, Vec<u64>)> = Vec::new();
+        for item in &reservation.items {
+            let (params, at, units) = match item.leased {
+                Some(r) if self.inner.leases.restore(&r, now) => continue,
+                Some(r) => (r.params, r.at, r.units),
+                None => (item.check.key().params(), item.at, item.check.cost()),
+            };
+            let name = self.key_name(item.check.key());
+            let cluster = self.inner.conn.is_cluster();
+            let joins = calls.last_mut().filter(|(keys, t, _)| {
+                *t == at
+                    && (!cluster || keys.first().map(|k| keys::slot(k)) == Some(keys::slot(&name)))
+            });
+            match joins {
+                Some((keys, _, args)) => {
+                    keys.push(name);
+                    push_lease(args, params, units, 0);
+                }
+                None => {
+                    let mut args = Vec::with_capacity(4);
+                    push_lease(&mut args, params, units, 0);
+                    calls.push((vec![name], at, args));
+                }
+            }
+        }
+        let mut first_error = None;
+        for (keys, at, args) in &calls {
+            if let Err(e) = self.try_refund(keys, *at, args).await {
+                // On a Cluster, the node that failed (not every node the chain touched).
+                let slot = self.inner.conn.is_cluster().then(|| keys::slot(&keys[0]));
+                let e = match self.slot_domains(slot.into_iter()).iter().next() {
+                    Some(d) if slot.is_some() && d != 0 => e.with_domain(d),
+                    _ => e,
+                };
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Checks that the script path works (loading the script if Redis lost it): a health
@@ -453,15 +528,17 @@ impl RedisStore {
         let sent = self.inner.deny.as_ref().map(DenyCache::now);
         let leased =
             mode == Mode::InOrder && checks.iter().any(|c| c.key().limit().lease().is_some());
-        let decisions = if leased {
+        let decision = if leased {
             self.check_leased(checks).await?
         } else {
-            self.check_checks(checks, &[], mode).await?.0
+            self.check_checks(checks, &[], mode)
+                .await?
+                .into_chain_decision()
         };
         if let (Some(cache), Some(sent)) = (&self.inner.deny, sent) {
-            cache.record(chain, &decisions, sent);
+            cache.record(chain, decision.decisions(), sent);
         }
-        Ok(ChainDecision::new(decisions))
+        Ok(decision)
     }
 
     /// Whether a chain's checks fall in more than one slot (a Cluster's slot groups).
@@ -476,7 +553,7 @@ impl RedisStore {
     /// An in-order chain with leased limits: the units this process holds are spent first
     /// (reserved, and put back unless the rest of the chain admits); the other checks go
     /// to Redis, a leased one asking for a new slice on the way.
-    async fn check_leased(&self, checks: &[Check]) -> Result<Vec<Decision>, StoreError> {
+    async fn check_leased(&self, checks: &[Check]) -> Result<ChainDecision, StoreError> {
         let leases = &self.inner.leases;
         let now = Instant::now();
         let mut held = Held {
@@ -508,7 +585,7 @@ impl RedisStore {
             }
             match take {
                 Take::Local(d, r) => {
-                    held.reserved.push(r);
+                    held.reserved.push((local.len(), r));
                     local.push(Some(d));
                     continue;
                 }
@@ -526,22 +603,33 @@ impl RedisStore {
         }
         self.sweep_later(); // forgets the keys seen here once they go quiet
         if remote.is_empty() {
-            held.commit();
-            return Ok(local.into_iter().flatten().collect());
+            let leased = held.commit();
+            let mut d = ChainDecision::new(local.into_iter().flatten().collect());
+            d.receipt.leased = leased;
+            return Ok(d);
         }
         let sent = Instant::now();
-        let (ds, grants) = self.check_checks(&remote, &extras, Mode::InOrder).await?;
+        let Checked {
+            decisions: ds,
+            times: remote_times,
+            granted: grants,
+        } = self.check_checks(&remote, &extras, Mode::InOrder).await?;
         let admitted = ds.len() == remote.len() && ds.iter().all(Decision::is_allowed);
         let mut ds = ds.into_iter();
         let mut out = Vec::with_capacity(checks.len());
+        let mut times = Vec::with_capacity(checks.len());
         let mut r = 0;
         for (c, l) in checks.iter().zip(local) {
             match l {
-                Some(d) if admitted => out.push(d),
+                Some(d) if admitted => {
+                    out.push(d);
+                    times.push(0); // given back into its slice, not by time
+                }
                 // Refused later: the unit goes back, the check reports it uncharged.
                 Some(d) => out.push(d.plus_remaining(c.cost())),
                 None => {
                     let Some(mut d) = ds.next() else { break };
+                    times.push(remote_times.get(r).copied().unwrap_or(0));
                     let refused = !d.is_allowed();
                     if let Some(&(_, units, at)) = grants.iter().find(|g| g.0 == r) {
                         self.install(remote[r].key(), units, &d, at, sent);
@@ -559,10 +647,12 @@ impl RedisStore {
                 }
             }
         }
+        let mut d = ChainDecision::new(out);
         if admitted {
-            held.commit();
+            d.receipt.leased = held.commit();
+            d.receipt.times = times;
         }
-        Ok(out)
+        Ok(d)
     }
 
     /// Installs a slice Redis granted (see [`Leases::install`]).
@@ -599,7 +689,11 @@ impl RedisStore {
             };
             let sent = Instant::now();
             let checks = std::slice::from_ref(&check);
-            if let Ok((ds, grants)) = store.check_checks(checks, &[extra], Mode::InOrder).await
+            if let Ok(Checked {
+                decisions: ds,
+                granted: grants,
+                ..
+            }) = store.check_checks(checks, &[extra], Mode::InOrder).await
                 && let (Some(d), Some(&(_, units, at))) = (ds.first(), grants.first())
             {
                 store.install(check.key(), units, d, at, sent);
@@ -655,14 +749,14 @@ impl RedisStore {
 
     /// Sends `checks` to Redis in order (on a Cluster, slot group by slot group), with
     /// `extras[i]` units asked for a lease by check `i` (empty: none). Returns the
-    /// decisions and, when the chain was admitted, what its leases were granted:
-    /// (check index, units, server time).
+    /// decisions with the server time of each, and, when the chain was admitted, what its
+    /// leases were granted: (check index, units, server time).
     async fn check_checks(
         &self,
         checks: &[Check],
         extras: &[u64],
         mode: Mode,
-    ) -> Result<(Vec<Decision>, Vec<(usize, u64, u64)>), StoreError> {
+    ) -> Result<Checked, StoreError> {
         let mut names: Vec<String> = checks.iter().map(|c| self.key_name(c.key())).collect();
         // Consecutive checks in one slot form a group (one group when not clustered).
         let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
@@ -677,6 +771,7 @@ impl RedisStore {
             }
         }
         let mut decisions = Vec::with_capacity(checks.len());
+        let mut times = Vec::with_capacity(checks.len());
         let mut granted = Vec::new();
         let mut charged: Vec<(std::ops::Range<usize>, u64, Vec<u64>)> = Vec::new();
         // One group (always, standalone): its names and numbers go to the call as they are;
@@ -728,6 +823,7 @@ impl RedisStore {
                 }
             }
             let refused = ds.iter().any(|d| !d.is_allowed());
+            times.resize(times.len() + ds.len(), now);
             decisions.extend(ds);
             if refused && mode == Mode::InOrder {
                 // Give back what earlier groups took; report them as uncharged.
@@ -751,7 +847,32 @@ impl RedisStore {
                 charged.push((g, now, args));
             }
         }
-        Ok((decisions, granted))
+        Ok(Checked {
+            decisions,
+            times,
+            granted,
+        })
+    }
+}
+
+/// What [`RedisStore::check_checks`] answers.
+struct Checked {
+    decisions: Vec<Decision>,
+    /// The server time of each decision (its slot group's node's clock).
+    times: Vec<u64>,
+    /// What the chain's leases were granted: (check index, units, server time).
+    granted: Vec<(usize, u64, u64)>,
+}
+
+impl Checked {
+    /// The chain decision, with what a give-back needs.
+    fn into_chain_decision(self) -> ChainDecision {
+        let at = self.times.first().copied().unwrap_or(0);
+        let mut d = ChainDecision::new(self.decisions).charged_at(at);
+        if self.times.iter().any(|&t| t != at) {
+            d.receipt.times = self.times;
+        }
+        d
     }
 }
 
@@ -759,23 +880,26 @@ impl RedisStore {
 /// ends however it ends (refused, failed, or dropped mid-call) unless committed.
 struct Held<'a> {
     store: &'a RedisStore,
-    reserved: Vec<lease::Reservation>,
+    /// By check index.
+    reserved: Vec<(usize, lease::Reservation)>,
     refills: Vec<lease::Refill>,
 }
 
 impl Held<'_> {
-    /// The chain was admitted: its reserved units are spent.
-    fn commit(&mut self) {
-        for r in self.reserved.drain(..) {
+    /// The chain was admitted: its reserved units are spent. Returns them, by check index,
+    /// for a give-back.
+    fn commit(&mut self) -> Vec<(usize, lease::Reservation)> {
+        for &(_, r) in &self.reserved {
             self.store.inner.leases.commit(r);
         }
+        std::mem::take(&mut self.reserved)
     }
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         let now = Instant::now();
-        for r in self.reserved.drain(..) {
+        for (_, r) in self.reserved.drain(..) {
             if let Some(l) = self.store.inner.leases.release(r, now) {
                 self.store.give_back(l);
             }
@@ -817,7 +941,12 @@ impl Store for RedisStore {
         if let Some(d) = self.try_check(chain) {
             return Ok(d);
         }
-        self.check_chain(chain).await
+        // Boxed (one allocation per call that goes to Redis): the chain's future is deep
+        // (leases, refunds, a Cluster's slot groups), and a handler awaiting it unboxed can
+        // overflow rustc's recursion limit proving that the handler's future is `Send`.
+        let call: std::pin::Pin<Box<dyn Future<Output = _> + Send + '_>> =
+            Box::pin(self.check_chain(chain));
+        call.await
     }
 
     async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
@@ -836,6 +965,10 @@ impl Store for RedisStore {
             .run(vec![self.key_name(key)], Mode::InOrder, args)
             .await?;
         ds.pop().ok_or_else(bad_answer)
+    }
+
+    async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.give_back_units(reservation).await
     }
 
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
@@ -871,7 +1004,8 @@ impl Store for RedisStore {
             refills: Vec::new(),
         };
         let mut decisions = Vec::with_capacity(checks.len());
-        for c in checks {
+        let mut taken = Vec::new();
+        for (i, c) in checks.iter().enumerate() {
             let mut top_up = None;
             let take = leases.take(
                 c.key(),
@@ -888,15 +1022,19 @@ impl Store for RedisStore {
             match take {
                 Take::Local(d, r) => {
                     if reserve {
-                        held.reserved.push(r);
+                        held.reserved.push((i, r));
+                    } else {
+                        taken.push((i, r));
                     }
                     decisions.push(d);
                 }
                 _ => return None,
             }
         }
-        held.commit();
-        Some(ChainDecision::new(decisions))
+        taken.extend(held.commit());
+        let mut d = ChainDecision::new(decisions);
+        d.receipt.leased = taken;
+        Some(d)
     }
 
     /// On a Cluster, the nodes that own the chain's keys (from the slot map, read in the
