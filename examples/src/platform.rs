@@ -4,7 +4,7 @@
 //! | consumer | limits | strategy | store down |
 //! |---|---|---|---|
 //! | harvester (outbound) | the remote side's, learned | token bucket with AIMD, per scope | open |
-//! | login (`POST /login`) | 30 / 15 min per IP, 5 / 15 min per account | exact sliding window | closed: fail-open would open a guessing window |
+//! | login (`POST /login`) | 30 attempts / 15 min per IP, then 429; per account, failed attempts over 15 min: 5 at once, then held 1 s doubling to 8 s, one at a time, at most 5 held | exact sliding window | closed: fail-open would open a guessing window |
 //! | API keys (`GET /api/v1/things`, `x-api-key`) | bucket of 60 per key, +1/s | token bucket | open: a rate optimisation |
 //! | messenger webhooks (`POST /messenger/{source}/{channel}`) | 300/min per IP, 1 000/min per source, 120/min per channel | sliding window | closed |
 //!
@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rate_limit_axum::{HandlerLimiter, PathParam, RejectionResponse, client_ip};
 use rate_limit_core::{
-    Adaptive, Aimd, AnyStore, Chain, ConfigError, FailurePolicy, Limit, Limiter, Pace, Principal,
-    PrincipalKind,
+    Adaptive, Aimd, AnyStore, Chain, ConfigError, Delay, FailurePolicy, Limit, Limiter, Pace,
+    Principal, PrincipalKind,
 };
 use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
 use rate_limit_tower::{RateLimitLayer, Rule};
@@ -47,6 +47,8 @@ async fn login(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response
     #[derive(serde::Deserialize)]
     struct Login {
         email: String,
+        #[serde(default)]
+        password: String,
     }
     let Ok(l) = serde_json::from_slice::<Login>(&body) else {
         return (
@@ -59,31 +61,44 @@ async fn login(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response
         Ok(ip) => ip,
         Err(r) => return RejectionResponse(r).into_response(),
     };
-    // Every attempt counts; one refused by the IP limit never reaches the account's.
+    let account = l.email.trim().to_lowercase();
+    // Every attempt counts per IP; one refused by the IP limit never reaches the
+    // account's. Per account only failures count: reserved, given back when right.
     let chain = Chain::count_attempts()
         .check(&s.login_ip, Principal::ip(ip))
         .check(
             &s.login_account,
-            Principal::personal(PrincipalKind::User, l.email.trim().to_lowercase()),
+            Principal::personal(PrincipalKind::User, &account),
         );
-    match s
+    let reserved = match s
         .limiter
-        .check_for(&chain, FailurePolicy::Closed, &parts.headers)
+        .reserve(&chain, FailurePolicy::Closed, &parts.headers)
         .await
     {
-        // The demo knows no passwords: every attempt is wrong, and every attempt counts.
-        Ok(admitted) => (
+        Ok(r) => r,
+        Err(refused) => return refused.into_response(),
+    };
+    if account == "demo@example.com" && l.password == "platform" {
+        let admitted = reserved.give_back_only(|i, _| i == 1).await;
+        (StatusCode::OK, admitted, "{\"ok\":true}").into_response()
+    } else {
+        (
             StatusCode::UNAUTHORIZED,
-            admitted,
+            reserved.keep(),
             "{\"error\":\"invalid credentials\"}",
         )
-            .into_response(),
-        Err(refused) => refused.into_response(),
+            .into_response()
     }
 }
 
 /// The platform's router over `store`.
 pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
+    app_with_login_delay(store, Duration::from_secs(1))
+}
+
+/// The platform's router over `store`, with `first` as the hold of an account's 6th
+/// failed login in 15 minutes (doubling per attempt to 8 × `first`; tests shorten it).
+pub fn app_with_login_delay(store: AnyStore, first: Duration) -> Result<Router, ConfigError> {
     let limiter = Limiter::builder(store).name("platform").build()?;
     let (minute, quarter) = (Duration::from_secs(60), Duration::from_secs(900));
     let ip = client_ip();
@@ -127,7 +142,9 @@ pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
         limiter: HandlerLimiter::new(limiter),
         ip,
         login_ip: Limit::sliding_log("login-ip", 30, quarter)?,
-        login_account: Limit::sliding_log("login-account", 5, quarter)?,
+        // Slowed, never locked: the quota is beyond what the holds let through.
+        login_account: Limit::sliding_log("login-account", 1_000, quarter)?
+            .delayed(Delay::doubling(5, first, first * 8)?.max_held(5)?)?,
     };
     Ok(Router::new()
         .route("/login", post(login))

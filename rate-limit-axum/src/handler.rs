@@ -6,7 +6,7 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::request::Parts;
 use rate_limit_core::{
-    AnyStore, Chain, Check, Decision, FailurePolicy, FailureReason, Limiter, Reservation,
+    AnyStore, Chain, Check, Decision, FailurePolicy, FailureReason, Holding, Limiter, Reservation,
 };
 use rate_limit_tower::extract::Rejection;
 use rate_limit_tower::{Answering, RateLimitInfo, Verdict};
@@ -50,6 +50,7 @@ use rate_limit_tower::{Answering, RateLimitInfo, Verdict};
 pub struct HandlerLimiter {
     limiter: Limiter<AnyStore>,
     answering: Answering,
+    holding: Holding,
 }
 
 impl HandlerLimiter {
@@ -59,7 +60,25 @@ impl HandlerLimiter {
         Self {
             limiter,
             answering: Answering::new(),
+            holding: Holding::default(),
         }
+    }
+
+    /// At most `n` requests held at once by this limiter and its clones (default 10 000),
+    /// for limits made with [`Limit::delayed`](rate_limit_core::Limit::delayed): the
+    /// checks below wait out a request's delay, one at a time per principal, before they
+    /// return; over this cap or the limit's own per-principal cap they answer 429 at once
+    /// and give the units back. See [`Holding`].
+    #[must_use]
+    pub fn max_held(mut self, n: usize) -> Self {
+        self.holding = Holding::new(n);
+        self
+    }
+
+    /// The limiter's answer, held for its delay.
+    async fn answer(&self, chain: &Chain, policy: FailurePolicy) -> rate_limit_core::Answer {
+        let answer = self.limiter.check(chain, policy).await;
+        self.holding.hold(&self.limiter, chain, answer).await
     }
 
     /// How refusals and headers are written (share the layer's settings).
@@ -77,7 +96,7 @@ impl HandlerLimiter {
     /// Checks `chain` in one store call; `Err` is the response to send (429, or 503 when
     /// the store is down and `policy` fails closed).
     pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Result<Admitted, Refused> {
-        let answer = self.limiter.check(chain, policy).await;
+        let answer = self.answer(chain, policy).await;
         match self.answering.verdict_for(answer, chain, false) {
             Verdict::Proceed(info) => Ok(Admitted {
                 info,
@@ -96,7 +115,7 @@ impl HandlerLimiter {
         policy: FailurePolicy,
         headers: &http::HeaderMap,
     ) -> Result<Admitted, Refused> {
-        let answer = self.limiter.check(chain, policy).await;
+        let answer = self.answer(chain, policy).await;
         self.check_answer(answer, chain, headers)
     }
 
@@ -111,7 +130,7 @@ impl HandlerLimiter {
         policy: FailurePolicy,
         headers: &http::HeaderMap,
     ) -> Result<Reserved, Refused> {
-        let answer = self.limiter.check(chain, policy).await;
+        let answer = self.answer(chain, policy).await;
         let reservation = answer.reservation(chain);
         let admitted = self.check_answer(answer, chain, headers)?;
         Ok(Reserved {

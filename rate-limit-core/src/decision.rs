@@ -33,6 +33,9 @@ pub struct Decision {
     reset_after_us: u64,
     retry_after_us: u64,
     window_us: u64,
+    /// For an allowed decision of a delayed limit: how long to hold the request (µs; at
+    /// most a minute, so it fits the struct's padding).
+    delay_us: u32,
 }
 
 impl Decision {
@@ -44,6 +47,7 @@ impl Decision {
             reset_after_us,
             retry_after_us: 0,
             window_us,
+            delay_us: 0,
         }
     }
 
@@ -62,6 +66,7 @@ impl Decision {
             reset_after_us: reset_after_us.max(retry_after_us),
             retry_after_us,
             window_us,
+            delay_us: 0,
         }
     }
 
@@ -78,6 +83,7 @@ impl Decision {
             reset_after_us,
             retry_after_us: 0,
             window_us,
+            delay_us: 0,
         }
     }
 
@@ -137,8 +143,26 @@ impl Decision {
         Duration::from_micros(self.window_us)
     }
 
+    /// For an admitted request over a delayed limit's threshold
+    /// ([`Limit::delayed`](crate::Limit::delayed)): how long to hold it before answering
+    /// (once held, how long it was held). Zero otherwise.
+    pub fn delay(&self) -> Duration {
+        Duration::from_micros(u64::from(self.delay_us))
+    }
+
+    /// The same decision, to be held for `delay` (allowed decisions only).
+    pub(crate) fn with_delay(self, delay: Duration) -> Self {
+        if self.outcome != Outcome::Allowed {
+            return self;
+        }
+        let us = u32::try_from(delay.as_micros()).unwrap_or(u32::MAX);
+        Self {
+            delay_us: us,
+            ..self
+        }
+    }
+
     /// The same decision with `units` more remaining (at most the limit).
-    #[cfg(feature = "redis")]
     pub(crate) fn plus_remaining(&self, units: u64) -> Self {
         Self {
             remaining: self.remaining.saturating_add(units).min(self.limit),
@@ -279,6 +303,41 @@ impl ChainDecision {
                 .cmp(&b.remaining)
                 .then(b.reset_after_us.cmp(&a.reset_after_us))
         })
+    }
+
+    /// The longest delay of the chain's decisions (see [`Decision::delay`]): how long an
+    /// admitted request is held. Zero when none.
+    pub fn delay(&self) -> Duration {
+        self.decisions
+            .iter()
+            .map(Decision::delay)
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// The decisions, to set their delays.
+    pub(crate) fn decisions_mut(&mut self) -> &mut [Decision] {
+        &mut self.decisions
+    }
+
+    /// The same chain decision, refused by check `i` with this retry-after: a request
+    /// that could not be held, whose units (the costs of `chain`) were given back.
+    pub(crate) fn refused_by(
+        mut self,
+        chain: &crate::Chain,
+        i: usize,
+        retry_after: Duration,
+    ) -> Self {
+        for (d, c) in self.decisions.iter_mut().zip(chain.checks()) {
+            *d = d.plus_remaining(c.cost());
+        }
+        if let Some(d) = self.decisions.get(i).copied() {
+            let retry = u64::try_from(retry_after.as_micros()).unwrap_or(u64::MAX);
+            self.decisions[i] =
+                Decision::denied(d.limit, d.remaining, d.reset_after_us, retry, d.window_us);
+            self.denied_at = Some(i);
+        }
+        self
     }
 
     /// The headline's index in the chain.

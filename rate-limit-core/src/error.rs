@@ -48,6 +48,10 @@ pub enum ConfigErrorKind {
     /// 1 ms or above [`MAX_LEASE_LIFETIME`](crate::MAX_LEASE_LIFETIME), or a sliding log
     /// (which cannot be leased).
     LeaseInvalid,
+    /// A delay that cannot work: a zero first delay, a maximum under it or above
+    /// [`MAX_DELAY`](crate::MAX_DELAY), a threshold not under the quota, at most 0 or over
+    /// 1 000 held, or a leased limit (a delay reads the exact count).
+    DelayInvalid,
 }
 
 impl ConfigErrorKind {
@@ -74,6 +78,7 @@ impl ConfigErrorKind {
             Self::PrefixInvalid => "ip.prefix_invalid",
             Self::NoRuntime => "store.no_runtime",
             Self::LeaseInvalid => "limit.lease_invalid",
+            Self::DelayInvalid => "limit.delay_invalid",
         }
     }
 }

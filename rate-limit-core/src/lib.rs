@@ -56,9 +56,10 @@ pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use key::Key;
 pub use limit::{
-    AlgorithmKind, Limit, MAX_LEASE_LIFETIME, MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW,
+    AlgorithmKind, Delay, Growth, Limit, MAX_DELAY, MAX_LEASE_LIFETIME, MAX_SLIDING_PRODUCT,
+    MAX_SPAN, MIN_WINDOW,
 };
-pub use limiter::{Answer, FailurePolicy, FailureReason, Limiter, LimiterBuilder};
+pub use limiter::{Answer, FailurePolicy, FailureReason, Holding, Limiter, LimiterBuilder};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use principal::{
     HashKey, MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, MIN_HASH_KEY_LEN, Principal, PrincipalKind,

@@ -32,6 +32,16 @@ impl CheckFuture {
             let answer = shared.limiter.check(&chain, shared.policy).await;
             #[cfg(feature = "metrics")]
             metrics::latency(started.elapsed());
+            let answer = shared.holding.hold(&shared.limiter, &chain, answer).await;
+            let reservation = shared.reservation(&answer, &chain);
+            (answer, reservation)
+        }))
+    }
+
+    /// An answer already in hand (from memory) that must be held first.
+    pub(crate) fn held(shared: Arc<Shared>, chain: Chain, answer: Answer) -> Self {
+        Self(Box::pin(async move {
+            let answer = shared.holding.hold(&shared.limiter, &chain, answer).await;
             let reservation = shared.reservation(&answer, &chain);
             (answer, reservation)
         }))

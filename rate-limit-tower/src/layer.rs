@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Limiter, MemoryStore};
+use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Holding, Limiter, MemoryStore};
 use tower_layer::Layer;
 
 use crate::answer::Answering;
@@ -88,6 +88,7 @@ impl RateLimitLayer {
                 limit_preflights: false,
                 answering: Answering::default(),
                 counted: false,
+                holding: Holding::default(),
             }),
         }
     }
@@ -136,6 +137,16 @@ impl RateLimitLayer {
     /// this layer, so a refused browser can never loop.
     pub fn answering(self, answering: Answering) -> Self {
         self.edit(|s| s.answering = answering)
+    }
+
+    /// At most `n` requests held at once by this layer, all principals together (default
+    /// 10 000): requests over a delayed limit's threshold
+    /// ([`Limit::delayed`](rate_limit_core::Limit::delayed)) wait for their delay, one at a
+    /// time per principal, with a `Server-Timing: rate-limit-hold;dur=<ms>` header; over
+    /// this cap or the limit's own per-principal cap, they are answered 429 at once and
+    /// their units given back. See [`Holding`].
+    pub fn max_held(self, n: usize) -> Self {
+        self.edit(|s| s.holding = Holding::new(n))
     }
 
     /// Whether CORS preflights (`OPTIONS` with `Access-Control-Request-Method`) are limited

@@ -101,6 +101,13 @@ where
         if let Some(answer) = shared.limiter.try_check(&chain, shared.policy) {
             #[cfg(feature = "metrics")]
             crate::metrics::latency(started.elapsed());
+            if answer.decision().is_some_and(|d| !d.delay().is_zero()) {
+                // Over a delayed limit's threshold: held first, in the response future.
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                let check = CheckFuture::held(Arc::clone(shared), chain, answer);
+                return ResponseFuture::check(check, inner, req, Arc::clone(shared), ctx);
+            }
             let reservation = shared.reservation(&answer, &chain);
             return match shared.next(answer, ctx) {
                 Next::Respond(mut resp) => {

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::ACCESS_CONTROL_REQUEST_METHOD;
 use http::{HeaderMap, Method, Response};
-use rate_limit_core::{Answer, AnyStore, Chain, ChainMode, FailurePolicy, Limiter, Reservation};
+use rate_limit_core::{
+    Answer, AnyStore, Chain, ChainMode, FailurePolicy, Holding, Limiter, Reservation,
+};
 
 use crate::answer::{Answering, Verdict};
 use crate::headers::{self, RateLimitInfo};
@@ -26,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) answering: Answering,
     /// Whether any rule counts by outcome (its requests keep a reservation).
     pub(crate) counted: bool,
+    /// Requests held for a delayed limit (see [`RateLimitLayer::max_held`](crate::RateLimitLayer::max_held)).
+    pub(crate) holding: Holding,
 }
 
 impl std::fmt::Debug for Shared {

@@ -1,4 +1,5 @@
 //! Beyond refusing: counting by outcome, on the memory store, a real `redis-server` and a
 //! real Redis Cluster, through the layer and the in-handler limiter, over TCP.
 
+mod delay;
 mod outcome;

@@ -131,3 +131,68 @@ async fn an_outage_is_logged_once_for_all_the_layers() {
         logs.lines()
     );
 }
+
+/// The most guesses one account gets in 15 minutes from one instance, whatever the number
+/// of IPs (virtual time, the demo's delays): five at once, then held 1 s, 2 s, 4 s and 8 s
+/// each, one at a time: 5 + 3 + 111 = 119. Five attackers keep the queue full, each
+/// attempt from a new IP (a botnet: the per-IP limit never bites).
+#[tokio::test(start_paused = true)]
+async fn an_account_gets_at_most_119_guesses_in_15_minutes() {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use axum::extract::ConnectInfo;
+    use rate_limit_examples::quiz_night::{QuizConfig, app_with_store};
+    use tower::ServiceExt;
+
+    let store = MemoryStore::builder()
+        .clock(rate_limit_core::TokioClock::new())
+        .build()
+        .unwrap();
+    let cfg = QuizConfig {
+        store: rate_limit_examples::StoreEnv::Memory,
+        trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
+        sign_in_delay: None,
+    };
+    let app = app_with_store(&cfg, AnyStore::Memory(store)).unwrap();
+    let start = tokio::time::Instant::now();
+    let quarter = Duration::from_secs(15 * 60);
+    let next_ip = Arc::new(AtomicU32::new(0));
+    let mut attackers = Vec::new();
+    for _ in 0..5 {
+        let (app, next_ip) = (app.clone(), next_ip.clone());
+        attackers.push(tokio::spawn(async move {
+            let (mut guesses, mut refused) = (0, 0);
+            while start.elapsed() < quarter {
+                let n = next_ip.fetch_add(1, Ordering::Relaxed);
+                let ip = std::net::Ipv4Addr::from(0x0a00_0000 + n);
+                let mut req = axum::http::Request::post("/auth/sign-in")
+                    .header("x-forwarded-for", ip.to_string())
+                    .body(axum::body::Body::from(
+                        "{\"email\":\"demo@example.com\",\"password\":\"guess\"}",
+                    ))
+                    .unwrap();
+                req.extensions_mut()
+                    .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40_000))));
+                let status = app.clone().oneshot(req).await.unwrap().status();
+                if start.elapsed() >= quarter {
+                    break;
+                }
+                match status {
+                    StatusCode::UNAUTHORIZED => guesses += 1,
+                    _ => refused += 1,
+                }
+            }
+            (guesses, refused)
+        }));
+    }
+    let (mut guesses, mut refused) = (0, 0);
+    for a in attackers {
+        let (g, r) = a.await.unwrap();
+        guesses += g;
+        refused += r;
+    }
+    assert_eq!((guesses, refused), (119, 0));
+}

@@ -11,6 +11,20 @@ use reqwest::StatusCode;
 
 mod abuse;
 
+/// The first sign-in hold in these tests (1 s in the demo).
+const SIGN_IN_DELAY: Duration = Duration::from_millis(10);
+
+/// The hold a response reports (`Server-Timing`), in ms; 0 if it was not held.
+fn held_ms(r: &reqwest::Response) -> u64 {
+    r.headers().get("server-timing").map_or(0, |v| {
+        let v = v.to_str().unwrap();
+        v.strip_prefix("rate-limit-hold;dur=")
+            .unwrap()
+            .parse()
+            .unwrap()
+    })
+}
+
 pub(crate) async fn start(store: AnyStore, trusted: &str) -> Server {
     let cfg = QuizConfig {
         store: rate_limit_examples::StoreEnv::Memory,
@@ -19,6 +33,8 @@ pub(crate) async fn start(store: AnyStore, trusted: &str) -> Server {
             .filter(|s| !s.is_empty())
             .map(|s| s.parse().unwrap())
             .collect(),
+        // Real time (Redis counts with its clock): 10, 20, 40, then 80 ms.
+        sign_in_delay: Some(SIGN_IN_DELAY),
     };
     Server::start(app_with_store(&cfg, store).unwrap())
         .await
@@ -122,7 +138,8 @@ async fn table(store: AnyStore) {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(r.headers()["www-authenticate"], "Bearer");
 
-    // Sign-in: every attempt counts, 5 per account; the demo account works.
+    // Sign-in: every attempt counts per IP (20); per account only failures, 5 at once and
+    // then held (10, 20, 40, then 80 ms here; 1 s to 8 s in the demo), never refused.
     let sign = |email: &str, pw: &str| {
         http.post(url("/auth/sign-in"))
             .header("content-type", "application/json")
@@ -138,24 +155,25 @@ async fn table(store: AnyStore) {
         r.text().await.unwrap(),
         "{\"error\":\"invalid credentials\"}"
     );
-    for _ in 0..3 {
-        assert_eq!(
-            sign("demo@example.com", "wrong").await.unwrap().status(),
-            StatusCode::UNAUTHORIZED
-        );
+    for _ in 0..4 {
+        let r = sign("demo@example.com", "wrong").await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(held_ms(&r), 0, "five failures are answered at once");
     }
+    let r = sign("demo@example.com", "wrong").await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "the 6th failure");
+    assert_eq!(held_ms(&r), 10);
+    // The right password after six failures: held like any attempt (the 7th in flight),
+    // then admitted; it does not count as a failure.
     let r = sign("demo@example.com", "quiz").await.unwrap();
-    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "the 6th attempt");
-    // A browser refused inside the handler is sent to the page too.
-    let r = http
-        .post(url("/auth/sign-in"))
-        .header("accept", "text/html")
-        .body("{\"email\":\"demo@example.com\",\"password\":\"quiz\"}")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(r.headers()["location"], "/too-many-requests");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(held_ms(&r), 20);
+    let r = sign("demo@example.com", "wrong").await.unwrap();
+    assert_eq!(
+        held_ms(&r),
+        20,
+        "the 7th failure, as the right password was given back"
+    );
     let r = http
         .post(url("/auth/sign-in"))
         .body("{not json")
@@ -163,8 +181,8 @@ async fn table(store: AnyStore) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    // 20 attempts per IP across accounts (7 used above, the bad JSON did not count).
-    for i in 0..13 {
+    // 20 attempts per IP across accounts (9 used above, the bad JSON did not count).
+    for i in 0..11 {
         assert_ne!(
             sign(&format!("u{i}@example.com"), "x")
                 .await
@@ -178,6 +196,16 @@ async fn table(store: AnyStore) {
         sign("fresh@example.com", "x").await.unwrap().status(),
         StatusCode::TOO_MANY_REQUESTS
     );
+    // A browser refused inside the handler is sent to the page too.
+    let r = http
+        .post(url("/auth/sign-in"))
+        .header("accept", "text/html")
+        .body("{\"email\":\"demo@example.com\",\"password\":\"quiz\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/too-many-requests");
 
     // Ask: canned answers; 15 per visitor and game a day.
     let ask = |game: Option<&str>, body: &str| {

@@ -5,13 +5,15 @@ use std::time::Duration;
 use rate_limit_core::{
     Adaptive, Aimd, AnyStore, Chain, Clock, FakeClock, Limit, MemoryStore, Principal,
 };
-use rate_limit_examples::platform::{Remote, app_with_store, harvest};
+use rate_limit_examples::platform::{Remote, app_with_login_delay, app_with_store, harvest};
 use rate_limit_tests::redis::{RedisServer, down_store};
 use rate_limit_tests::{Server, client};
 use reqwest::StatusCode;
 
 async fn table(store: AnyStore) {
-    let server = Server::start(app_with_store(store).unwrap()).await.unwrap();
+    // Real time (Redis counts with its clock): holds of 10, 20, 40, then 80 ms.
+    let app = app_with_login_delay(store, Duration::from_millis(10)).unwrap();
+    let server = Server::start(app).await.unwrap();
     let http = client();
     let login = |email: &str| {
         http.post(server.url("/login"))
@@ -24,11 +26,20 @@ async fn table(store: AnyStore) {
             StatusCode::UNAUTHORIZED
         );
     }
-    assert_eq!(
-        login("EVE@example.com").await.unwrap().status(),
-        StatusCode::TOO_MANY_REQUESTS
-    );
-    for i in 0..24 {
+    // The 6th failure is held (10 ms here, 1 s in the demo), then answered: slowed, not
+    // locked out.
+    let r = login("EVE@example.com").await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers()["server-timing"], "rate-limit-hold;dur=10");
+    // The right password is not a failure: given back (the demo account).
+    let r = http
+        .post(server.url("/login"))
+        .body("{\"email\":\"demo@example.com\",\"password\":\"platform\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    for i in 0..23 {
         assert_eq!(
             login(&format!("u{i}@example.com")).await.unwrap().status(),
             StatusCode::UNAUTHORIZED,

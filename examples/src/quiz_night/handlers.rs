@@ -56,9 +56,12 @@ struct SignIn {
 }
 
 /// Client IP, then account, as ONE chain inside the handler (the account is in the body).
-/// Every attempt counts, right or wrong, against each limit it reaches; an attempt the IP
-/// limit refuses stops there and charges nothing to the account, so an exhausted IP cannot
-/// lock anyone out. Fails closed.
+/// Every attempt counts per IP, right or wrong; per account only failed ones do: the unit
+/// is reserved before the password is checked and given back when it was right. An
+/// account's 6th failure in 15 minutes and later ones are held (1 s, doubling to 8 s, one
+/// at a time, at most 5 waiting), then answered as usual. An attempt the IP limit refuses
+/// stops there and charges nothing to the account, so an exhausted IP cannot slow anyone
+/// down. Fails closed.
 pub(super) async fn sign_in(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response {
     let Ok(creds) = serde_json::from_slice::<SignIn>(&body) else {
         return error(
@@ -77,19 +80,21 @@ pub(super) async fn sign_in(State(s): State<AppState>, parts: Parts, body: Bytes
             &s.limits.sign_in_account,
             Principal::personal(PrincipalKind::User, &account),
         );
-    let admitted = match s
+    let reserved = match s
         .limiter
-        .check_for(&chain, FailurePolicy::Closed, &parts.headers)
+        .reserve(&chain, FailurePolicy::Closed, &parts.headers)
         .await
     {
-        Ok(a) => a,
+        Ok(r) => r,
         Err(refused) => return refused.into_response(),
     };
     if account == "demo@example.com" && creds.password == "quiz" {
+        // The right password: the account's unit goes back; the IP's stays.
+        let admitted = reserved.give_back_only(|i, _| i == 1).await;
         (admitted, Json(json!({ "ok": true, "user": "demo" }))).into_response()
     } else {
         (
-            admitted,
+            reserved.keep(),
             error(StatusCode::UNAUTHORIZED, "invalid credentials"),
         )
             .into_response()

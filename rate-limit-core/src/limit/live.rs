@@ -24,6 +24,8 @@ pub(super) struct Inner {
     /// The lease (see [`Limit::leased`]): the largest slice and its lifetime in µs; 0: none.
     pub(super) lease_slice: AtomicU64,
     pub(super) lease_us: AtomicU64,
+    /// The delay (see [`Limit::delayed`]), packed; all zero: none.
+    pub(super) delay: [AtomicU64; 3],
 }
 
 impl Inner {
@@ -67,6 +69,7 @@ impl Inner {
             overrides: RwLock::new(HashMap::new()),
             lease_slice: AtomicU64::new(0),
             lease_us: AtomicU64::new(0),
+            delay: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 }

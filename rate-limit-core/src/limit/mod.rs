@@ -8,7 +8,10 @@ use std::time::Duration;
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::name::validate_name;
 
+mod delay;
 mod live;
+
+pub use delay::{Delay, Growth, MAX_DELAY};
 
 use live::Inner;
 
@@ -375,6 +378,12 @@ impl Limit {
                 "a sliding log is exact by design and cannot be leased".into(),
             );
         }
+        if self.delay().is_some() {
+            return invalid(
+                "lease",
+                "a delayed limit reads the exact count and cannot be leased".into(),
+            );
+        }
         if max_slice == 0 || max_slice > self.quota() {
             return invalid(
                 "lease.max_slice",
@@ -396,6 +405,58 @@ impl Limit {
         self.inner.lease_slice.store(max_slice, Ordering::Relaxed);
         self.inner.lease_us.store(us, Ordering::Relaxed);
         Ok(self)
+    }
+
+    /// Holds requests over `delay.after()` units of a window instead of refusing them
+    /// (see [`Delay`]); the quota stays the hard ceiling, past which requests are refused.
+    /// The decisions of this limit then carry [`Decision::delay`](crate::Decision::delay),
+    /// set by the [`Limiter`](crate::Limiter) from the store's one answer (no extra call),
+    /// and the layer and the in-handler limiter hold the request for it
+    /// ([`Holding`](crate::Holding)).
+    ///
+    /// `limit.delay_invalid` when `after` is not under the quota, or the limit is leased (a
+    /// delay reads the exact count; a slice's is approximate).
+    ///
+    /// ```
+    /// use rate_limit_core::{Delay, Limit};
+    /// use std::time::Duration;
+    ///
+    /// let s = Duration::from_secs;
+    /// // Failed sign-ins per account: 5 at once, then held 1 s, 2 s, 4 s, then 8 s each.
+    /// let account = Limit::sliding_log("sign-in-account", 1_000, s(900))?
+    ///     .delayed(Delay::doubling(5, s(1), s(8))?)?;
+    /// assert_eq!(account.delay().unwrap().after(), 5);
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    pub fn delayed(self, delay: Delay) -> Result<Self, ConfigError> {
+        if delay.after() >= self.quota() || self.lease().is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::DelayInvalid,
+                "delay.after",
+                format!(
+                    "the threshold must be under the quota ({}) and the limit not leased, got {}",
+                    self.quota(),
+                    delay.after()
+                ),
+            ));
+        }
+        for (slot, word) in self.inner.delay.iter().zip(delay.pack()) {
+            slot.store(word, Ordering::Relaxed);
+        }
+        Ok(self)
+    }
+
+    /// The delay set by [`delayed`](Self::delayed).
+    pub fn delay(&self) -> Option<Delay> {
+        let tail = self.inner.delay[2].load(Ordering::Relaxed);
+        if tail == 0 {
+            return None;
+        }
+        Delay::unpack([
+            self.inner.delay[0].load(Ordering::Relaxed),
+            self.inner.delay[1].load(Ordering::Relaxed),
+            tail,
+        ])
     }
 
     /// The lease set by [`leased`](Self::leased): the largest slice and its lifetime.

@@ -62,10 +62,12 @@ use crate::store::RedisStore;
 use crate::store::{AnyStore, BoxStore, Domains, MemoryStore, Store, StoreError};
 
 mod health;
+mod hold;
 mod policy;
 
 use health::Health;
 
+pub use hold::Holding;
 pub use policy::{Answer, FailurePolicy, FailureReason};
 
 /// The default time budget of one store call, retries included.
@@ -315,10 +317,11 @@ impl<S: Store> Limiter<S> {
             Ok(answer) => return answer,
             Err(domains) => domains,
         };
-        match self.call(domains, || self.inner.store.check(chain)).await {
+        let answer = match self.call(domains, || self.inner.store.check(chain)).await {
             Ok(decision) => Answer::Store(decision),
             Err(reason) => self.failed_answer(chain, policy, reason),
-        }
+        };
+        with_delays(answer, chain)
     }
 
     /// Checks a chain without waiting, when that needs no I/O: the store answers from
@@ -336,11 +339,14 @@ impl<S: Store> Limiter<S> {
     fn answer_from_memory(&self, chain: &Chain, policy: FailurePolicy) -> Result<Answer, Domains> {
         // An answer from memory says nothing of the store's health: no recovery is noted.
         if let Some(decision) = self.inner.store.try_check(chain) {
-            return Ok(Answer::Store(decision));
+            return Ok(with_delays(Answer::Store(decision), chain));
         }
         let domains = self.inner.store.failure_domains(chain);
         match self.cooling_down(domains) {
-            Some(reason) => Ok(self.failed_answer(chain, policy, reason)),
+            Some(reason) => Ok(with_delays(
+                self.failed_answer(chain, policy, reason),
+                chain,
+            )),
             None => Err(domains),
         }
     }
@@ -464,6 +470,34 @@ impl<S: Store> Limiter<S> {
                 }
             }
         }
+    }
+}
+
+/// Sets the delays of an admitted answer's decisions from their limits' [`Delay`]s and
+/// the counts the store answered: no extra call.
+///
+/// [`Delay`]: crate::Delay
+fn with_delays(answer: Answer, chain: &Chain) -> Answer {
+    let checks = chain.checks();
+    if !answer.is_allowed() || checks.iter().all(|c| c.key().limit().delay().is_none()) {
+        return answer;
+    }
+    let set = |mut d: crate::ChainDecision| {
+        for (x, c) in d.decisions_mut().iter_mut().zip(checks) {
+            if let Some(delay) = c.key().limit().delay() {
+                let used = x.limit().saturating_sub(x.remaining());
+                *x = x.with_delay(delay.for_count(used));
+            }
+        }
+        d
+    };
+    match answer {
+        Answer::Store(d) => Answer::Store(set(d)),
+        Answer::Memory { decision, reason } => Answer::Memory {
+            decision: set(decision),
+            reason,
+        },
+        other => other,
     }
 }
 

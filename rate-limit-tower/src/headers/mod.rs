@@ -168,6 +168,8 @@ pub struct RateLimitInfo {
     headline: usize,
     // One or two limits per layer is the common case: inline, no allocation.
     limits: SmallVec<[LimitStatus; 2]>,
+    /// How long the request was held (a delayed limit), zero if not.
+    held: std::time::Duration,
 }
 
 impl RateLimitInfo {
@@ -184,7 +186,15 @@ impl RateLimitInfo {
             shadowed: false,
             headline,
             limits,
+            held: d.delay(),
         })
+    }
+
+    /// How long the request was held before it was answered (a limit made with
+    /// [`Limit::delayed`](rate_limit_core::Limit::delayed)); zero if it was not. Sent as
+    /// `Server-Timing: rate-limit-hold;dur=<ms>`.
+    pub fn held(&self) -> std::time::Duration {
+        self.held
     }
 
     pub(crate) fn shadow(mut self) -> Self {
@@ -234,6 +244,7 @@ impl RateLimitInfo {
         }
         self.allowed &= inner.allowed;
         self.shadowed |= inner.shadowed;
+        self.held = self.held.max(inner.held);
         self.limits.extend(inner.limits);
         self
     }
@@ -288,6 +299,28 @@ impl RateLimitInfo {
             headers.remove(&RATELIMIT_POLICY);
             headers.remove(&RATELIMIT);
         }
+        if !self.held.is_zero() {
+            write_held(headers, self.held);
+        }
+    }
+}
+
+const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+
+/// The `Server-Timing` metric of a held request (W3C Server Timing: shown by browsers'
+/// developer tools), once: an outer layer rewriting the headers does not repeat it.
+fn write_held(headers: &mut HeaderMap, held: std::time::Duration) {
+    const METRIC: &str = "rate-limit-hold;dur=";
+    let seen = headers
+        .get_all(SERVER_TIMING)
+        .iter()
+        .any(|v| v.as_bytes().starts_with(METRIC.as_bytes()));
+    if seen {
+        return;
+    }
+    let ms = itoa::Buffer::new().format(held.as_millis()).to_owned();
+    if let Ok(v) = HeaderValue::from_str(&format!("{METRIC}{ms}")) {
+        headers.append(SERVER_TIMING, v);
     }
 }
 

@@ -49,6 +49,7 @@ fn ietf_fields_parse_as_structured_lists_and_clamp_integers() {
             huge,
             status("bad\"name", 1, 1, false),
         ],
+        held: std::time::Duration::ZERO,
     };
     let mut h = HeaderMap::new();
     info.write(HeaderStyle::Both, &mut h);
@@ -93,6 +94,7 @@ fn trio_describes_the_tightest_limit_and_a_denial_its_denier() {
             status("a", 5, 1_000_000, false),
             status("b", 3, 2_000_000, false),
         ],
+        held: std::time::Duration::ZERO,
     };
     let mut h = HeaderMap::new();
     allowed.write(HeaderStyle::Both, &mut h);
@@ -104,6 +106,7 @@ fn trio_describes_the_tightest_limit_and_a_denial_its_denier() {
         shadowed: false,
         headline: 0,
         limits: smallvec::smallvec![status("global", 900, 60_000_000, false)],
+        held: std::time::Duration::ZERO,
     };
     let merged = outer.merge(allowed.clone());
     assert_eq!(merged.headline().name(), "b");
@@ -114,12 +117,14 @@ fn trio_describes_the_tightest_limit_and_a_denial_its_denier() {
         shadowed: false,
         headline: 0,
         limits: smallvec::smallvec![status("route", 7, 4_200_000, true)],
+        held: std::time::Duration::ZERO,
     };
     let outer = RateLimitInfo {
         allowed: true,
         shadowed: false,
         headline: 0,
         limits: smallvec::smallvec![status("global", 0, 1_000_000, false)],
+        held: std::time::Duration::ZERO,
     };
     let merged = outer.merge(denied);
     assert_eq!(merged.headline().name(), "route");
@@ -153,4 +158,25 @@ fn seconds_round_up_and_retry_after_is_never_zero() {
     assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
     assert_eq!(ceil_secs(Duration::from_secs(2)), 2);
     assert_eq!(retry_after(0), "1");
+}
+
+#[test]
+fn a_held_request_reports_its_hold_once_however_often_written() {
+    let mut held = RateLimitInfo {
+        allowed: true,
+        shadowed: false,
+        headline: 0,
+        limits: smallvec::smallvec![status("sign-in", 3, 60_000_000, false)],
+        held: std::time::Duration::from_millis(1_500),
+    };
+    let mut headers = HeaderMap::new();
+    held.write(HeaderStyle::Both, &mut headers);
+    held.write(HeaderStyle::Both, &mut headers);
+    let values: Vec<_> = headers.get_all("server-timing").iter().collect();
+    assert_eq!(values, ["rate-limit-hold;dur=1500"]);
+    assert_eq!(held.held(), std::time::Duration::from_millis(1_500));
+    held.held = std::time::Duration::ZERO;
+    let mut headers = HeaderMap::new();
+    held.write(HeaderStyle::Both, &mut headers);
+    assert!(headers.get("server-timing").is_none());
 }
