@@ -52,6 +52,9 @@ pub enum ConfigErrorKind {
     /// [`MAX_DELAY`](crate::MAX_DELAY), a threshold not under the quota, at most 0 or over
     /// 1 000 held, or a leased limit (a delay reads the exact count).
     DelayInvalid,
+    /// An in-flight limit of 0 or over 1 000 000, or a slot TTL outside
+    /// [`MIN_SLOT_TTL`](crate::MIN_SLOT_TTL) to [`MAX_SLOT_TTL`](crate::MAX_SLOT_TTL).
+    InFlightInvalid,
 }
 
 impl ConfigErrorKind {
@@ -79,6 +82,7 @@ impl ConfigErrorKind {
             Self::NoRuntime => "store.no_runtime",
             Self::LeaseInvalid => "limit.lease_invalid",
             Self::DelayInvalid => "limit.delay_invalid",
+            Self::InFlightInvalid => "limit.in_flight_invalid",
         }
     }
 }

@@ -37,6 +37,7 @@ mod clock;
 pub mod config;
 mod decision;
 mod error;
+mod inflight;
 mod key;
 mod limit;
 pub mod limiter;
@@ -54,6 +55,7 @@ pub use chain::{Chain, ChainMode, Check};
 pub use clock::{Clock, FakeClock, SystemClock, TokioClock};
 pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
 pub use error::{ConfigError, ConfigErrorKind};
+pub use inflight::{InFlight, MAX_SLOT_TTL, MIN_SLOT_TTL, Slot, SlotAnswer, SlotKey, Slots, Taken};
 pub use key::Key;
 pub use limit::{
     AlgorithmKind, Delay, Growth, Limit, MAX_DELAY, MAX_LEASE_LIFETIME, MAX_SLIDING_PRODUCT,

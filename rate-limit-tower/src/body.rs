@@ -7,13 +7,19 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
+use rate_limit_core::Slot;
 
 pin_project! {
     /// The body of a [`RateLimit`](crate::RateLimit) response: the inner service's body,
     /// or a short body the layer wrote (a 429, 503, 400 or 401).
+    ///
+    /// It holds the request's in-flight slots ([`InFlightRule`](crate::InFlightRule)):
+    /// released when the body has been sent to the end, or when it is dropped (the client
+    /// left).
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
+        slots: Vec<Slot>,
     }
 }
 
@@ -38,6 +44,15 @@ impl<B> ResponseBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         Self {
             kind: Kind::Inner { body },
+            slots: Vec::new(),
+        }
+    }
+
+    /// The inner service's body, holding `slots` until it ends.
+    pub(crate) fn holding(body: B, slots: Vec<Slot>) -> Self {
+        Self {
+            kind: Kind::Inner { body },
+            slots,
         }
     }
 
@@ -46,6 +61,7 @@ impl<B> ResponseBody<B> {
             kind: Kind::Own {
                 body: Full::new(bytes),
             },
+            slots: Vec::new(),
         }
     }
 }
@@ -58,12 +74,18 @@ impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        match self.project().kind.project() {
+        let this = self.project();
+        let frame = match this.kind.project() {
             KindProj::Inner { body } => body.poll_frame(cx),
             KindProj::Own { body } => Pin::new(body)
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(|never| match never {}))),
+        };
+        if let Poll::Ready(None) = frame {
+            // Sent to the end: the request no longer holds its slots.
+            this.slots.clear();
         }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {

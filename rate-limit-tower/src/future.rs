@@ -9,43 +9,89 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use rate_limit_core::{Answer, Chain, Reservation};
+use rate_limit_core::{Answer, Chain, Reservation, Slot, SlotAnswer, SlotKey};
 use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::headers::RateLimitInfo;
 #[cfg(feature = "metrics")]
 use crate::metrics;
+use crate::response;
 use crate::shared::{Ctx, Next, Shared};
 
-/// The store call of one request (boxed: its type cannot be named): the answer, and what
-/// it reserved when a rule counts by outcome.
+/// The store calls of one request (boxed: its type cannot be named).
 pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Checked> + Send>>);
 
-type Checked = (Answer, Option<Reservation>);
+/// What the store calls decided.
+pub(crate) enum Checked {
+    /// The rules' answer, what it reserved when a rule counts by outcome, and the
+    /// in-flight slots taken.
+    Answer(Answer, Option<Reservation>, Vec<Slot>),
+    /// An in-flight limit refused (429), or its store failed closed (503).
+    Respond(Response<Bytes>),
+}
 
 impl CheckFuture {
     pub(crate) fn new(shared: Arc<Shared>, chain: Chain) -> Self {
         Self(Box::pin(async move {
-            #[cfg(feature = "metrics")]
-            let started = tokio::time::Instant::now();
-            let answer = shared.limiter.check(&chain, shared.policy).await;
-            #[cfg(feature = "metrics")]
-            metrics::latency(started.elapsed());
-            let answer = shared.holding.hold(&shared.limiter, &chain, answer).await;
-            let reservation = shared.reservation(&answer, &chain);
-            (answer, reservation)
+            let answer = check(&shared, &chain).await;
+            settle(&shared, &chain, answer, Vec::new()).await
         }))
     }
 
     /// An answer already in hand (from memory) that must be held first.
     pub(crate) fn held(shared: Arc<Shared>, chain: Chain, answer: Answer) -> Self {
         Self(Box::pin(async move {
-            let answer = shared.holding.hold(&shared.limiter, &chain, answer).await;
-            let reservation = shared.reservation(&answer, &chain);
-            (answer, reservation)
+            settle(&shared, &chain, answer, Vec::new()).await
         }))
     }
+
+    /// In-flight slots first, then the rules.
+    pub(crate) fn with_slots(
+        shared: Arc<Shared>,
+        chain: Chain,
+        keys: Vec<SlotKey>,
+        ctx: Ctx,
+    ) -> Self {
+        Self(Box::pin(async move {
+            let mut slots = Vec::with_capacity(keys.len());
+            for (rule, key) in shared.in_flight.iter().zip(&keys) {
+                match shared.limiter.take_slot(key, rule.policy).await {
+                    SlotAnswer::Taken(slot) => slots.push(slot),
+                    SlotAnswer::Open(_) => {}
+                    SlotAnswer::Full { max, retry_after } => {
+                        // The slots taken so far are released as `slots` drops.
+                        return Checked::Respond(shared.in_flight_refusal(
+                            rule,
+                            max,
+                            retry_after,
+                            ctx,
+                        ));
+                    }
+                    // The store failed closed: as the rules' own closed answer, 503.
+                    _ => return Checked::Respond(response::unavailable(1)),
+                }
+            }
+            let answer = check(&shared, &chain).await;
+            settle(&shared, &chain, answer, slots).await
+        }))
+    }
+}
+
+async fn check(shared: &Shared, chain: &Chain) -> Answer {
+    #[cfg(feature = "metrics")]
+    let started = tokio::time::Instant::now();
+    let answer = shared.limiter.check(chain, shared.policy).await;
+    #[cfg(feature = "metrics")]
+    metrics::latency(started.elapsed());
+    answer
+}
+
+/// Holds an admitted answer for its delay, and notes what it reserved.
+async fn settle(shared: &Shared, chain: &Chain, answer: Answer, slots: Vec<Slot>) -> Checked {
+    let answer = shared.holding.hold(&shared.limiter, chain, answer).await;
+    let reservation = shared.reservation(&answer, chain);
+    Checked::Answer(answer, reservation, slots)
 }
 
 /// A give-back on its way to the store: the response waits for it, so the client's next
@@ -106,6 +152,7 @@ pin_project! {
             #[pin] fut: S::Future,
             info: Option<RateLimitInfo>,
             reservation: Option<Reservation>,
+            slots: Vec<Slot>,
             shared: Arc<Shared>,
             ctx: Ctx,
         },
@@ -113,6 +160,7 @@ pin_project! {
             give: GiveBack,
             response: Option<S::Response>,
             info: Option<RateLimitInfo>,
+            slots: Vec<Slot>,
             shared: Arc<Shared>,
             ctx: Ctx,
         },
@@ -144,6 +192,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         fut: S::Future,
         info: Option<RateLimitInfo>,
         reservation: Option<Reservation>,
+        slots: Vec<Slot>,
         shared: Arc<Shared>,
         ctx: Ctx,
     ) -> Self {
@@ -152,6 +201,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
                 fut,
                 info,
                 reservation,
+                slots,
                 shared,
                 ctx,
             },
@@ -208,6 +258,7 @@ where
                     fut,
                     info,
                     reservation,
+                    slots,
                     shared,
                     ctx,
                 } => {
@@ -222,11 +273,13 @@ where
                             give,
                             response: Some(resp),
                             info: info.take(),
+                            slots: std::mem::take(slots),
                             shared: Arc::clone(shared),
                             ctx: *ctx,
                         },
                         None => {
-                            let mut resp = resp.map(ResponseBody::inner);
+                            let slots = std::mem::take(slots);
+                            let mut resp = resp.map(|b| ResponseBody::holding(b, slots));
                             shared.decorate(&mut resp, info.take(), *ctx);
                             return Poll::Ready(Ok(resp));
                         }
@@ -236,6 +289,7 @@ where
                     give,
                     response,
                     info,
+                    slots,
                     shared,
                     ctx,
                 } => {
@@ -243,7 +297,8 @@ where
                     let Some(resp) = response.take() else {
                         return Poll::Ready(Ok(empty_500()));
                     };
-                    let mut resp = resp.map(ResponseBody::inner);
+                    let slots = std::mem::take(slots);
+                    let mut resp = resp.map(|b| ResponseBody::holding(b, slots));
                     shared.decorate(&mut resp, info.take(), *ctx);
                     return Poll::Ready(Ok(resp));
                 }
@@ -254,7 +309,17 @@ where
                     shared,
                     ctx,
                 } => {
-                    let (answer, reservation) = ready!(check.0.as_mut().poll(cx));
+                    let (answer, reservation, slots) = match ready!(check.0.as_mut().poll(cx)) {
+                        Checked::Answer(a, r, s) => (a, r, s),
+                        Checked::Respond(mut resp) => {
+                            shared.expose(&mut resp, *ctx);
+                            let next = Kind::Ready {
+                                response: Some(resp),
+                            };
+                            self.as_mut().project().kind.set(next);
+                            continue;
+                        }
+                    };
                     match shared.next(answer, *ctx) {
                         Next::Respond(mut resp) => {
                             // The answer carries its headers already; only CORS is left.
@@ -266,8 +331,9 @@ where
                         Next::Proceed(info) => match (inner.take(), req.take()) {
                             (Some(mut svc), Some(req)) => Kind::Call {
                                 fut: svc.call(req),
-                                info,
+                                info: shared.with_slots(info, &slots),
                                 reservation,
+                                slots,
                                 shared: Arc::clone(shared),
                                 ctx: *ctx,
                             },

@@ -7,7 +7,7 @@ use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Holding, Limiter, Memo
 use tower_layer::Layer;
 
 use crate::answer::Answering;
-use crate::rule::Rule;
+use crate::rule::{InFlightRule, Rule};
 use crate::service::RateLimit;
 use crate::shared::Shared;
 
@@ -89,6 +89,7 @@ impl RateLimitLayer {
                 answering: Answering::default(),
                 counted: false,
                 holding: Holding::default(),
+                in_flight: Vec::new(),
             }),
         }
     }
@@ -115,6 +116,20 @@ impl RateLimitLayer {
             s.counted |= rule.count.is_some();
             s.rules.push(rule);
         })
+    }
+
+    /// Adds an in-flight limit: at most `rule.limit().max()` requests of its principal at
+    /// once (Stripe's concurrent-request limiter, nginx's `limit_conn`). Slots are taken
+    /// before the rate rules are checked, in the order added, and released when the
+    /// response body has been sent to the end or dropped. A request finding every slot
+    /// held is answered 429 with a `Retry-After` estimate (until the earliest slot's lease
+    /// runs out) and `RateLimit-Policy: "name";q=2;qu="concurrent-requests"`; an admitted
+    /// one carries the limit in `RateLimit-Policy` and `RateLimit` too. On Redis a slot is
+    /// a lease renewed every third of its TTL while the request runs, so a process that
+    /// dies frees its slots within the TTL; each in-flight rule costs a command to take its
+    /// slot and one to release it.
+    pub fn in_flight(self, rule: InFlightRule) -> Self {
+        self.edit(|s| s.in_flight.push(rule))
     }
 
     /// How the chain charges (default [`ChainMode::InOrder`]).

@@ -70,7 +70,7 @@ pub use future::ResponseFuture;
 pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};
 pub use layer::RateLimitLayer;
 pub use response::{JsonResponder, Responder, rejection_response};
-pub use rule::Rule;
+pub use rule::{InFlightRule, Rule};
 pub use service::RateLimit;
 
 #[doc(no_inline)]

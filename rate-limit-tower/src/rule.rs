@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rate_limit_core::{FailurePolicy, Limit};
+use rate_limit_core::{FailurePolicy, InFlight, Limit};
 
 use crate::count::CountWhen;
 use crate::extract::KeyExtractor;
@@ -128,5 +128,67 @@ impl Rule {
     /// The failure policy.
     pub fn policy(&self) -> FailurePolicy {
         self.policy
+    }
+}
+
+/// An in-flight limit of a layer ([`RateLimitLayer::in_flight`](crate::RateLimitLayer::in_flight)):
+/// at most [`InFlight::max`] requests of one principal at once. The slot is taken before
+/// the inner service runs and released when the response body has been sent to the end
+/// or dropped (the client left), not when the headers leave.
+///
+/// ```
+/// use rate_limit_core::{InFlight, PrincipalKind};
+/// use rate_limit_tower::{InFlightRule, RateLimitLayer};
+/// use rate_limit_tower::extract::HeaderKey;
+/// use std::time::Duration;
+///
+/// let exports = RateLimitLayer::in_memory().in_flight(InFlightRule::new(
+///     InFlight::new("exports", 2, Duration::from_secs(30))?,
+///     HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
+/// ));
+/// # let _ = exports;
+/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct InFlightRule {
+    pub(crate) limit: InFlight,
+    pub(crate) key: Arc<dyn KeyExtractor>,
+    pub(crate) policy: FailurePolicy,
+    pub(crate) name: Arc<str>,
+}
+
+impl fmt::Debug for InFlightRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InFlightRule")
+            .field("limit", &self.limit)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InFlightRule {
+    /// At most `limit.max()` requests of `key`'s principal at once, failing closed.
+    pub fn new(limit: InFlight, key: impl KeyExtractor) -> Self {
+        let name = Arc::from(limit.name());
+        Self {
+            limit,
+            key: Arc::new(key),
+            policy: FailurePolicy::Closed,
+            name,
+        }
+    }
+
+    /// What a store failure means (default [`FailurePolicy::Closed`]: 503;
+    /// [`FailurePolicy::Memory`]: a slot in the fallback memory store;
+    /// [`FailurePolicy::Open`]: no slot).
+    #[must_use]
+    pub fn on_store_error(mut self, policy: FailurePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> &InFlight {
+        &self.limit
     }
 }

@@ -93,7 +93,27 @@ where
                 }
             }
         }
+        let mut slots = Vec::new();
+        for rule in &shared.in_flight {
+            match rule.key.extract(&parts) {
+                Ok(p) => slots.push(rule.limit.slots(p)),
+                Err(rejection) => {
+                    let mut resp = response::rejection_response(&rejection);
+                    if ctx.origin {
+                        headers::expose(resp.headers_mut());
+                    }
+                    return ResponseFuture::ready(resp);
+                }
+            }
+        }
         let req = Request::from_parts(parts, body);
+        if !slots.is_empty() {
+            // Slots first (a store call each), then the rules, in the response future.
+            let clone = self.inner.clone();
+            let inner = std::mem::replace(&mut self.inner, clone);
+            let check = CheckFuture::with_slots(Arc::clone(shared), chain, slots, ctx);
+            return ResponseFuture::check(check, inner, req, Arc::clone(shared), ctx);
+        }
         // A store that answers from memory (the memory store; the Redis deny cache) is
         // answered here, with no future to box and no service to clone.
         #[cfg(feature = "metrics")]
@@ -118,6 +138,7 @@ where
                     self.inner.call(req),
                     info,
                     reservation,
+                    Vec::new(),
                     Arc::clone(shared),
                     ctx,
                 ),

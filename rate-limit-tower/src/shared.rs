@@ -13,7 +13,7 @@ use rate_limit_core::{
 use crate::answer::{Answering, Verdict};
 use crate::headers::{self, RateLimitInfo};
 use crate::metrics;
-use crate::rule::Rule;
+use crate::rule::{InFlightRule, Rule};
 
 #[derive(Clone)]
 pub(crate) struct Shared {
@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) answering: Answering,
     /// Whether any rule counts by outcome (its requests keep a reservation).
     pub(crate) counted: bool,
+    /// In-flight limits, taken before the rules are checked.
+    pub(crate) in_flight: Vec<InFlightRule>,
     /// Requests held for a delayed limit (see [`RateLimitLayer::max_held`](crate::RateLimitLayer::max_held)).
     pub(crate) holding: Holding,
 }
@@ -57,7 +59,7 @@ pub(crate) enum Next {
 
 impl Shared {
     pub(crate) fn passes(&self, method: &Method, path: &str, headers: &HeaderMap) -> bool {
-        self.rules.is_empty()
+        (self.rules.is_empty() && self.in_flight.is_empty())
             || self.exact.iter().any(|p| p == path)
             || self.answering.redirect_path.as_deref() == Some(path)
             || self.prefixes.iter().any(|p| path.starts_with(p.as_str()))
@@ -72,6 +74,61 @@ impl Shared {
             Verdict::Proceed(info) => Next::Proceed(info),
             Verdict::Respond(resp) => Next::Respond(resp),
         }
+    }
+
+    /// The 429 of an in-flight limit whose slots are all held: the responder's body, the
+    /// limit in the headers (`qu="concurrent-requests"`) and a `Retry-After` estimate.
+    pub(crate) fn in_flight_refusal(
+        &self,
+        rule: &InFlightRule,
+        max: u32,
+        retry_after: std::time::Duration,
+        ctx: Ctx,
+    ) -> Response<Bytes> {
+        let info =
+            RateLimitInfo::refused_in_flight(Arc::clone(&rule.name), u64::from(max), retry_after);
+        let denied = info.headline().clone();
+        metrics::count("rate_limit_limited_total", denied.name());
+        let mut resp = match (&self.answering.redirect, ctx.wants_html) {
+            (Some(page), true) => crate::response::redirect(page),
+            _ => self.answering.responder.limited(&denied),
+        };
+        info.write(self.answering.style, resp.headers_mut());
+        if let Some(secs) = denied.retry_after_secs() {
+            resp.headers_mut()
+                .insert(http::header::RETRY_AFTER, headers::retry_after(secs));
+        }
+        resp.extensions_mut().insert(info);
+        resp
+    }
+
+    /// Adds the in-flight limits of the slots a request holds to its headers' view.
+    pub(crate) fn with_slots(
+        &self,
+        info: Option<RateLimitInfo>,
+        slots: &[rate_limit_core::Slot],
+    ) -> Option<RateLimitInfo> {
+        let mut info = info;
+        for slot in slots {
+            let limit = slot.key().in_flight();
+            let rule = self
+                .in_flight
+                .iter()
+                .find(|r| r.limit.name() == limit.name());
+            let name = rule.map_or_else(|| Arc::from(limit.name()), |r| Arc::clone(&r.name));
+            let max = u64::from(limit.max());
+            let status = headers::LimitStatus::concurrent(
+                name,
+                max,
+                max.saturating_sub(u64::from(slot.in_use())),
+                None,
+            );
+            match &mut info {
+                Some(i) => i.push_in_flight(status),
+                None => info = Some(RateLimitInfo::in_flight_only(status)),
+            }
+        }
+        info
     }
 
     /// What an admitted request reserved, when a rule counts by outcome.

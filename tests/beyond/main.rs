@@ -2,4 +2,5 @@
 //! real Redis Cluster, through the layer and the in-handler limiter, over TCP.
 
 mod delay;
+mod in_flight;
 mod outcome;

@@ -287,6 +287,45 @@ impl AnyStore {
     }
 }
 
+impl crate::inflight::Slots for AnyStore {
+    async fn take_slot(
+        &self,
+        key: &crate::SlotKey,
+        id: u64,
+    ) -> Result<crate::inflight::Taken, StoreError> {
+        match self {
+            Self::Memory(s) => s.take_slot(key, id).await,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.take_slot(key, id).await,
+            Self::Boxed(_) => Err(no_slots()),
+        }
+    }
+    async fn renew_slot(&self, key: &crate::SlotKey, id: u64) -> Result<bool, StoreError> {
+        match self {
+            Self::Memory(s) => s.renew_slot(key, id).await,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.renew_slot(key, id).await,
+            Self::Boxed(_) => Err(no_slots()),
+        }
+    }
+    async fn release_slot(&self, key: &crate::SlotKey, id: u64) -> Result<(), StoreError> {
+        match self {
+            Self::Memory(s) => s.release_slot(key, id).await,
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.release_slot(key, id).await,
+            Self::Boxed(_) => Err(no_slots()),
+        }
+    }
+}
+
+/// A boxed store holds no slots (in-flight limits need the memory or the Redis store).
+fn no_slots() -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Rejected,
+        "this store holds no in-flight slots",
+    )
+}
+
 impl Store for AnyStore {
     async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
         match self {

@@ -100,9 +100,41 @@ pub struct LimitStatus {
     remaining: u64,
     reset: u64,
     retry_after: Option<u64>,
+    /// An in-flight limit: `quota` requests at once (`qu="concurrent-requests"`).
+    concurrent: bool,
 }
 
 impl LimitStatus {
+    /// An in-flight limit's status: `max` at once, `remaining` free; refused, with the
+    /// retry-after estimate, when `retry_after` is given.
+    pub(crate) fn concurrent(
+        name: Arc<str>,
+        max: u64,
+        remaining: u64,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        let retry_after = retry_after.map(|r| ceil_secs(r).max(1));
+        Self {
+            name,
+            outcome: if retry_after.is_some() {
+                Outcome::Denied
+            } else {
+                Outcome::Allowed
+            },
+            quota: max,
+            window: 0,
+            remaining,
+            reset: retry_after.unwrap_or(0),
+            retry_after,
+            concurrent: true,
+        }
+    }
+
+    /// Whether this is an in-flight limit (its quota is requests at once, no window).
+    pub fn is_concurrent(&self) -> bool {
+        self.concurrent
+    }
+
     pub(crate) fn new(name: Arc<str>, d: &Decision) -> Self {
         let retry_after = d.retry_after().map(|r| ceil_secs(r).max(1));
         Self {
@@ -113,6 +145,7 @@ impl LimitStatus {
             remaining: d.remaining(),
             reset: retry_after.unwrap_or_else(|| ceil_secs(d.reset_after())),
             retry_after,
+            concurrent: false,
         }
     }
 
@@ -195,6 +228,33 @@ impl RateLimitInfo {
     /// `Server-Timing: rate-limit-hold;dur=<ms>`.
     pub fn held(&self) -> std::time::Duration {
         self.held
+    }
+
+    /// The refusal of an in-flight limit: every slot held.
+    pub(crate) fn refused_in_flight(name: Arc<str>, max: u64, retry_after: Duration) -> Self {
+        Self {
+            allowed: false,
+            shadowed: false,
+            headline: 0,
+            limits: smallvec::smallvec![LimitStatus::concurrent(name, max, 0, Some(retry_after))],
+            held: Duration::ZERO,
+        }
+    }
+
+    /// Adds an in-flight limit's status (never the headline of an admitted request).
+    pub(crate) fn push_in_flight(&mut self, status: LimitStatus) {
+        self.limits.push(status);
+    }
+
+    /// An admitted request's view when only in-flight limits applied.
+    pub(crate) fn in_flight_only(status: LimitStatus) -> Self {
+        Self {
+            allowed: true,
+            shadowed: false,
+            headline: 0,
+            limits: smallvec::smallvec![status],
+            held: Duration::ZERO,
+        }
     }
 
     pub(crate) fn shadow(mut self) -> Self {
@@ -371,6 +431,11 @@ fn put_list(
         buf.extend_from_slice(l.name.as_bytes());
         buf.extend_from_slice(b"\"");
         for (key, v) in keys.into_iter().zip(params(l)) {
+            if l.concurrent && key == b";w=" {
+                // An in-flight limit has no window: its quota unit says what it counts.
+                buf.extend_from_slice(b";qu=\"concurrent-requests\"");
+                continue;
+            }
             buf.extend_from_slice(key);
             put_int(buf, v);
         }

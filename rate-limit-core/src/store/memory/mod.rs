@@ -35,7 +35,9 @@ use crate::limit::Params;
 use crate::reservation::Reservation;
 
 use super::{Dedupe, Store, StoreError};
+use crate::inflight::{SlotKey, Slots, Taken};
 use crate::key::local_digest;
+use std::collections::HashMap;
 
 mod seen;
 mod shard;
@@ -82,6 +84,8 @@ struct Inner {
     evictions: AtomicU64,
     /// Delivery ids for [`Dedupe`].
     dedupe: Mutex<Seen>,
+    /// In-flight slots: (id, lease end in µs) by principal and limit.
+    slots: Mutex<HashMap<String, Vec<(u64, u64)>>>,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -161,6 +165,7 @@ impl MemoryStoreBuilder {
                 sweep_every,
                 evictions: AtomicU64::new(0),
                 dedupe: Mutex::new(Seen::new(self.max_keys)),
+                slots: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -414,6 +419,68 @@ impl MemoryStore {
     fn reset_now(&self, key: &Key) {
         let digest = key.digest();
         lock(&self.inner.shards[self.shard_of(&digest)]).remove(&digest);
+    }
+}
+
+impl MemoryStore {
+    /// Now, and when a slot of `key` leased now ends (µs, the store's clock).
+    fn lease_end(&self, key: &SlotKey) -> (u64, u64) {
+        let now = self.inner.clock.now_micros();
+        let ttl = u64::try_from(key.in_flight().ttl().as_micros()).unwrap_or(u64::MAX);
+        (now, now.saturating_add(ttl))
+    }
+
+    fn slots(&self) -> MutexGuard<'_, HashMap<String, Vec<(u64, u64)>>> {
+        self.inner
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Slots for MemoryStore {
+    async fn take_slot(&self, key: &SlotKey, id: u64) -> Result<Taken, StoreError> {
+        let (now, end) = self.lease_end(key);
+        let mut slots = self.slots();
+        let held = slots.entry(key.local_name()).or_default();
+        held.retain(|&(_, end)| end > now);
+        let max = key.in_flight().max() as usize;
+        if held.len() < max {
+            held.push((id, end));
+            let in_use = u32::try_from(held.len()).unwrap_or(u32::MAX);
+            return Ok(Taken {
+                taken: true,
+                in_use,
+                retry_after: Duration::ZERO,
+            });
+        }
+        let first = held.iter().map(|&(_, end)| end).min().unwrap_or(now);
+        Ok(Taken {
+            taken: false,
+            in_use: u32::try_from(held.len()).unwrap_or(u32::MAX),
+            retry_after: Duration::from_micros(first.saturating_sub(now)),
+        })
+    }
+
+    async fn renew_slot(&self, key: &SlotKey, id: u64) -> Result<bool, StoreError> {
+        let (now, end) = self.lease_end(key);
+        let mut slots = self.slots();
+        let slot = slots
+            .get_mut(&key.local_name())
+            .and_then(|held| held.iter_mut().find(|(i, e)| *i == id && *e > now));
+        Ok(slot.map(|s| s.1 = end).is_some())
+    }
+
+    async fn release_slot(&self, key: &SlotKey, id: u64) -> Result<(), StoreError> {
+        let mut slots = self.slots();
+        let name = key.local_name();
+        if let Some(held) = slots.get_mut(&name) {
+            held.retain(|&(i, _)| i != id);
+            if held.is_empty() {
+                slots.remove(&name);
+            }
+        }
+        Ok(())
     }
 }
 

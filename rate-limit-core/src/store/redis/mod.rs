@@ -228,6 +228,7 @@ use redis::{Script, Value};
 
 use crate::chain::{Chain, ChainMode, Check};
 use crate::decision::{ChainDecision, Decision};
+use crate::inflight::{SlotKey, Slots, Taken};
 use crate::key::Key;
 use crate::reservation::Reservation;
 use crate::store::{Dedupe, Domains, Store, StoreError};
@@ -256,7 +257,8 @@ use deny::DenyCache;
 use error::{bad_answer, classify, store_error};
 use lease::{Leases, Leftover, Take};
 use script::{
-    CHAIN_LUA, Invocation, Mode, REFUND_LUA, as_charged, decode, head, push_lease, push_params,
+    CHAIN_LUA, Invocation, Mode, REFUND_LUA, SLOTS_LUA, as_charged, decode, head, push_lease,
+    push_params,
 };
 
 /// How often ended slices' unused units are looked for, while slices exist.
@@ -281,6 +283,7 @@ struct Inner {
     slack_ms: u64,
     chain: Script,
     refund: Script,
+    slots: Script,
     deny: Option<DenyCache>,
     leases: Leases,
 }
@@ -907,6 +910,71 @@ impl Drop for Held<'_> {
         for r in self.refills.drain(..) {
             self.store.inner.leases.end_refill(r);
         }
+    }
+}
+
+impl RedisStore {
+    /// `<prefix>:{<principal>}:in-flight:<limit>`: the principal's slot, and a name no
+    /// limit can have (limit names hold no `:`).
+    fn slot_key(&self, key: &SlotKey) -> String {
+        format!(
+            "{}:{{{}}}:in-flight:{}",
+            self.inner.prefix,
+            key.principal().as_str(),
+            key.in_flight().name()
+        )
+    }
+
+    async fn slots(&self, key: &SlotKey, op: u64, id: u64) -> Result<Value, StoreError> {
+        let keys = [self.slot_key(key)];
+        let ttl = u64::try_from(key.in_flight().ttl().as_millis()).unwrap_or(u64::MAX);
+        let args = [op, id, u64::from(key.in_flight().max()), ttl];
+        let inv = Invocation {
+            script: &self.inner.slots,
+            code: SLOTS_LUA,
+            keys: &keys,
+            args: &args,
+        };
+        let domain = |e: StoreError| {
+            let slot = self.inner.conn.is_cluster().then(|| keys::slot(&keys[0]));
+            match self.slot_domains(slot.into_iter()).iter().next() {
+                Some(d) if slot.is_some() && d != 0 => e.with_domain(d),
+                _ => e,
+            }
+        };
+        self.inner
+            .conn
+            .invoke::<Value>(&inv)
+            .await
+            .map_err(|e| domain(store_error(e)))
+    }
+}
+
+fn int(v: Option<&Value>) -> u64 {
+    match v {
+        Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Slots for RedisStore {
+    async fn take_slot(&self, key: &SlotKey, id: u64) -> Result<Taken, StoreError> {
+        let Value::Array(v) = self.slots(key, 1, id).await? else {
+            return Err(bad_answer());
+        };
+        Ok(Taken {
+            taken: int(v.first()) == 1,
+            in_use: u32::try_from(int(v.get(1))).unwrap_or(u32::MAX),
+            retry_after: Duration::from_millis(int(v.get(2))),
+        })
+    }
+
+    async fn renew_slot(&self, key: &SlotKey, id: u64) -> Result<bool, StoreError> {
+        Ok(int(Some(&self.slots(key, 2, id).await?)) == 1)
+    }
+
+    async fn release_slot(&self, key: &SlotKey, id: u64) -> Result<(), StoreError> {
+        self.slots(key, 3, id).await.map(|_| ())
     }
 }
 
