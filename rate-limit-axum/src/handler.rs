@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::request::Parts;
 use rate_limit_core::{
     AnyStore, Chain, Check, Decision, FailurePolicy, FailureReason, Holding, Limiter, Reservation,
+    Slot, SlotAnswer, SlotKey,
 };
 use rate_limit_tower::extract::Rejection;
 use rate_limit_tower::{Answering, RateLimitInfo, Verdict};
@@ -155,6 +156,45 @@ impl HandlerLimiter {
                 answering: self.answering.clone(),
             }),
             Verdict::Respond(resp) => Err(Refused(resp.map(axum::body::Body::from))),
+        }
+    }
+
+    /// Takes a slot of an in-flight limit ([`InFlight`](rate_limit_core::InFlight)) for
+    /// work done inside the handler: hold the [`Slot`] while the work runs (it is released
+    /// when dropped; move it into a streaming body to hold it until the body is sent). `Err`
+    /// is the 429 (with a `Retry-After` estimate and `qu="concurrent-requests"`), or the 503
+    /// when the store is down and `policy` fails closed.
+    pub async fn take_slot(
+        &self,
+        key: &SlotKey,
+        policy: FailurePolicy,
+        headers: &http::HeaderMap,
+    ) -> Result<Option<Slot>, Refused> {
+        match self.limiter.take_slot(key, policy).await {
+            SlotAnswer::Taken(slot) => Ok(Some(slot)),
+            SlotAnswer::Open(_) => Ok(None),
+            SlotAnswer::Full { max, retry_after } => {
+                let html = rate_limit_tower::accepts_html(headers);
+                let name = std::sync::Arc::from(key.in_flight().name());
+                let resp = self
+                    .answering
+                    .in_flight_refused(name, max, retry_after, html);
+                Err(Refused(resp.map(axum::body::Body::from)))
+            }
+            // Closed (or a kind this version does not know): 503, as the layer answers.
+            other => {
+                let reason = match other {
+                    SlotAnswer::Closed(reason) => reason,
+                    _ => FailureReason::Failed,
+                };
+                let closed = rate_limit_core::Answer::Closed {
+                    reason,
+                    retry_after: std::time::Duration::from_secs(1),
+                };
+                // A closed answer is always a response; `Ok` cannot happen.
+                self.check_answer(closed, &Chain::new(), headers)
+                    .map(|_| None)
+            }
         }
     }
 

@@ -141,6 +141,33 @@ impl Answering {
         self.verdict(answer, &names, wants_html)
     }
 
+    /// The answer when every slot of an in-flight limit named `name` is held (see
+    /// [`InFlightRule`](crate::InFlightRule)): 429 (303 to the page for a browser) with the
+    /// responder's body, the limit in the headers (`qu="concurrent-requests"`) and
+    /// `Retry-After`.
+    pub fn in_flight_refused(
+        &self,
+        name: Arc<str>,
+        max: u32,
+        retry_after: std::time::Duration,
+        wants_html: bool,
+    ) -> Response<Bytes> {
+        let info = RateLimitInfo::refused_in_flight(name, u64::from(max), retry_after);
+        let denied = info.headline().clone();
+        metrics::count("rate_limit_limited_total", denied.name());
+        let mut resp = match (&self.redirect, wants_html) {
+            (Some(page), true) => response::redirect(page),
+            _ => self.responder.limited(&denied),
+        };
+        info.write(self.style, resp.headers_mut());
+        if let Some(secs) = denied.retry_after_secs() {
+            resp.headers_mut()
+                .insert(http::header::RETRY_AFTER, headers::retry_after(secs));
+        }
+        resp.extensions_mut().insert(info);
+        resp
+    }
+
     /// Writes `info` as headers of the configured style (and nothing else).
     pub fn write(&self, info: &RateLimitInfo, headers: &mut HeaderMap) {
         info.write(self.style, headers);

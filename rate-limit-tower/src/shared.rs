@@ -76,8 +76,7 @@ impl Shared {
         }
     }
 
-    /// The 429 of an in-flight limit whose slots are all held: the responder's body, the
-    /// limit in the headers (`qu="concurrent-requests"`) and a `Retry-After` estimate.
+    /// The 429 of an in-flight limit whose slots are all held.
     pub(crate) fn in_flight_refusal(
         &self,
         rule: &InFlightRule,
@@ -85,21 +84,8 @@ impl Shared {
         retry_after: std::time::Duration,
         ctx: Ctx,
     ) -> Response<Bytes> {
-        let info =
-            RateLimitInfo::refused_in_flight(Arc::clone(&rule.name), u64::from(max), retry_after);
-        let denied = info.headline().clone();
-        metrics::count("rate_limit_limited_total", denied.name());
-        let mut resp = match (&self.answering.redirect, ctx.wants_html) {
-            (Some(page), true) => crate::response::redirect(page),
-            _ => self.answering.responder.limited(&denied),
-        };
-        info.write(self.answering.style, resp.headers_mut());
-        if let Some(secs) = denied.retry_after_secs() {
-            resp.headers_mut()
-                .insert(http::header::RETRY_AFTER, headers::retry_after(secs));
-        }
-        resp.extensions_mut().insert(info);
-        resp
+        self.answering
+            .in_flight_refused(Arc::clone(&rule.name), max, retry_after, ctx.wants_html)
     }
 
     /// Adds the in-flight limits of the slots a request holds to its headers' view.

@@ -231,3 +231,103 @@ async fn slots_of_a_process_killed_with_sigkill_come_back_within_the_ttl() {
     assert!(full(&limiter.take_slot(&key, FailurePolicy::Closed).await));
     drop(back);
 }
+
+/// The in-handler limiter: the handler takes its slot itself (the principal is known only
+/// there) and holds it while it works.
+async fn in_handler(store: AnyStore) {
+    use rate_limit_axum::HandlerLimiter;
+
+    let limiter = HandlerLimiter::new(Limiter::new(store));
+    let exports = InFlight::new("exports-in-handler", 2, Duration::from_secs(1)).unwrap();
+    let app = Router::new().route(
+        "/export",
+        get(move |headers: axum::http::HeaderMap| {
+            let (limiter, exports) = (limiter.clone(), exports.clone());
+            async move {
+                let account = headers["x-account"].to_str().unwrap().to_owned();
+                let key = exports.slots(Principal::new(PrincipalKind::User, account));
+                match limiter
+                    .take_slot(&key, FailurePolicy::Closed, &headers)
+                    .await
+                {
+                    Ok(slot) => {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        drop(slot);
+                        axum::response::IntoResponse::into_response("done")
+                    }
+                    Err(refused) => axum::response::IntoResponse::into_response(refused),
+                }
+            }
+        }),
+    );
+    let server = Server::start(app).await.unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..3 {
+        let url = server.url("/export");
+        tasks.spawn(async move {
+            let r = client()
+                .get(url)
+                .header("x-account", "ada")
+                .header("x-rows", "1");
+            let r = r.send().await.unwrap();
+            let policy = r
+                .headers()
+                .get("ratelimit-policy")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (r.status().as_u16(), policy)
+        });
+    }
+    let mut seen = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        seen.push(r.unwrap());
+    }
+    seen.sort();
+    assert_eq!(seen[0], (200, None));
+    assert_eq!(seen[1], (200, None));
+    assert_eq!(
+        seen[2],
+        (
+            429,
+            Some("\"exports-in-handler\";q=2;qu=\"concurrent-requests\"".to_owned())
+        )
+    );
+    // Released when the handlers finished.
+    let r = client()
+        .get(server.url("/export"))
+        .header("x-account", "ada")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn the_in_handler_limiter_takes_slots_on_every_store() {
+    in_handler(AnyStore::Memory(MemoryStore::new())).await;
+    let redis = RedisServer::start();
+    in_handler(redis.store()).await;
+    let cluster = RedisCluster::start();
+    in_handler(cluster.store()).await;
+}
+
+/// A command to take the slot and one to release it: measured on the server.
+#[tokio::test]
+async fn a_slot_costs_two_commands() {
+    let redis = RedisServer::start();
+    let server = server(redis.store()).await;
+    let scripts = || redis.command_calls("evalsha") + redis.command_calls("eval");
+    // The first request loads the script (a NOSCRIPT, then EVAL): not counted.
+    assert_eq!(
+        export(&server, "ada", 1).await.text().await.unwrap(),
+        "row\n"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    for _ in 0..50 {
+        let r = export(&server, "ada", 1).await;
+        assert_eq!(r.text().await.unwrap(), "row\n");
+    }
+    // Releases run in the background once the body ends: let the last one land.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(scripts(), 100);
+}

@@ -125,8 +125,10 @@ impl Holding {
         let now = Instant::now();
         let Some((place, release)) = self.enter(check.key().digest(), delay, at_most, now) else {
             if let Some(r) = answer.reservation(chain) {
+                // Boxed: a store call's future is large, and a held request's future (what
+                // each waiting request costs) should not carry its room while it waits.
                 // A failed give-back keeps the units counted; the limiter logged it.
-                let _ = limiter.give_back(r).await;
+                let _ = Box::pin(limiter.give_back(r)).await;
             }
             return refuse(answer, chain, i, delay);
         };

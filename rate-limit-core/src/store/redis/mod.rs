@@ -220,6 +220,7 @@
 //! ```
 
 use std::fmt;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -925,7 +926,17 @@ impl RedisStore {
         )
     }
 
-    async fn slots(&self, key: &SlotKey, op: u64, id: u64) -> Result<Value, StoreError> {
+    /// Boxed, as `check` is: a shallow future for callers that must prove `Send`.
+    fn slots<'a>(
+        &'a self,
+        key: &'a SlotKey,
+        op: u64,
+        id: u64,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, StoreError>> + Send + 'a>> {
+        Box::pin(self.slot_call(key, op, id))
+    }
+
+    async fn slot_call(&self, key: &SlotKey, op: u64, id: u64) -> Result<Value, StoreError> {
         let keys = [self.slot_key(key)];
         let ttl = u64::try_from(key.in_flight().ttl().as_millis()).unwrap_or(u64::MAX);
         let args = [op, id, u64::from(key.in_flight().max()), ttl];
@@ -1012,8 +1023,7 @@ impl Store for RedisStore {
         // Boxed (one allocation per call that goes to Redis): the chain's future is deep
         // (leases, refunds, a Cluster's slot groups), and a handler awaiting it unboxed can
         // overflow rustc's recursion limit proving that the handler's future is `Send`.
-        let call: std::pin::Pin<Box<dyn Future<Output = _> + Send + '_>> =
-            Box::pin(self.check_chain(chain));
+        let call: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(self.check_chain(chain));
         call.await
     }
 
@@ -1036,7 +1046,10 @@ impl Store for RedisStore {
     }
 
     async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {
-        self.give_back_units(reservation).await
+        // Boxed, as `check` is: a shallow future for callers that must prove `Send`.
+        let call: Pin<Box<dyn Future<Output = _> + Send + '_>> =
+            Box::pin(self.give_back_units(reservation));
+        call.await
     }
 
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
