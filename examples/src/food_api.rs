@@ -20,7 +20,9 @@
 //! route while refused by the minute limit does not burn its daily allowance. The model
 //! budget (50 calls a day per user, 1 000 per job, 2 000 in all) is one [`Budget`] shared
 //! by the two curation routes and the `resolve-ingredients` background job, whose
-//! principal is the job — never a made-up user. Headers are exposed to CORS.
+//! principal is the job — never a made-up user. Headers are exposed to CORS. Refusals are
+//! RFC 9457 problem details (`application/problem+json`, the IETF draft's `quota-exceeded`
+//! type with `violated-policies`), as an API that answers every error that way would.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -33,7 +35,7 @@ use axum::routing::{get, post};
 use rate_limit_axum::{HandlerLimiter, RejectionResponse, client_ip};
 use rate_limit_core::{AnyStore, Budget, ConfigError, FailurePolicy, Limit, Limiter, Spender};
 use rate_limit_tower::extract::{Bearer, ClientIp, KeyExtractor};
-use rate_limit_tower::{EXPOSED_HEADERS, RateLimitLayer, Rule};
+use rate_limit_tower::{Answering, EXPOSED_HEADERS, ProblemResponder, RateLimitLayer, Rule};
 use tower_http::cors::{Any, CorsLayer};
 
 #[derive(Clone)]
@@ -87,6 +89,7 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
         Duration::from_secs(86_400),
     );
     let ip: ClientIp = client_ip();
+    let answering = Answering::new().with_responder(ProblemResponder);
     // The failure policy is chosen here, at each route, next to its limits.
     let two_keys = |name: &str,
                     account: u64,
@@ -95,6 +98,7 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
                     policy: FailurePolicy|
      -> Result<RateLimitLayer, ConfigError> {
         Ok(RateLimitLayer::new(limiter.clone())
+            .answering(answering.clone())
             .rule(
                 Rule::new(Limit::fixed_window(name, account, window)?, Bearer::new())
                     .on_store_error(policy),
@@ -113,6 +117,7 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
     let contributions = two_keys("contributions", 20, 100, minute, FailurePolicy::Closed)?;
     let support = two_keys("support", 5, 20, hour, FailurePolicy::Closed)?;
     let captures = RateLimitLayer::new(limiter.clone())
+        .answering(answering.clone())
         .rule(Rule::new(
             Limit::fixed_window("captures", 10, minute)?,
             Bearer::new(),
@@ -125,12 +130,14 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
             Limit::fixed_window("captures-ip", 50, minute)?,
             ip.clone(),
         ));
-    let webhooks = RateLimitLayer::new(limiter.clone()).rule(
-        Rule::new(Limit::fixed_window("webhooks-ip", 600, minute)?, ip)
-            .on_store_error(FailurePolicy::Open),
-    );
+    let webhooks = RateLimitLayer::new(limiter.clone())
+        .answering(answering.clone())
+        .rule(
+            Rule::new(Limit::fixed_window("webhooks-ip", 600, minute)?, ip)
+                .on_store_error(FailurePolicy::Open),
+        );
     let state = AppState {
-        limiter: HandlerLimiter::new(limiter),
+        limiter: HandlerLimiter::new(limiter).answering(answering),
         model,
     };
     Ok(Router::new()

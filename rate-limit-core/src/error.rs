@@ -55,6 +55,8 @@ pub enum ConfigErrorKind {
     /// An in-flight limit of 0 or over 1 000 000, or a slot TTL outside
     /// [`MIN_SLOT_TTL`](crate::MIN_SLOT_TTL) to [`MAX_SLOT_TTL`](crate::MAX_SLOT_TTL).
     InFlightInvalid,
+    /// An allow or deny list entry that is neither a CIDR nor an IP address.
+    AccessEntryInvalid,
 }
 
 impl ConfigErrorKind {
@@ -83,6 +85,7 @@ impl ConfigErrorKind {
             Self::LeaseInvalid => "limit.lease_invalid",
             Self::DelayInvalid => "limit.delay_invalid",
             Self::InFlightInvalid => "limit.in_flight_invalid",
+            Self::AccessEntryInvalid => "access.entry_invalid",
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct Answering {
     pub(crate) redirect: Option<HeaderValue>,
     /// The redirect target's path, exempt from every layer that answers this way.
     pub(crate) redirect_path: Option<String>,
+    /// The most whole seconds added to a refusal's `Retry-After` (0: none).
+    pub(crate) jitter: u64,
 }
 
 impl fmt::Debug for Answering {
@@ -68,6 +70,7 @@ impl Default for Answering {
             shadow: false,
             redirect: None,
             redirect_path: None,
+            jitter: 0,
         }
     }
 }
@@ -116,6 +119,38 @@ impl Answering {
         Ok(self)
     }
 
+    /// Spreads refusals' `Retry-After` over up to `max` more (whole seconds, rounded up):
+    /// when a room of clients polling in sync is refused together, they come back spread
+    /// out instead of together again. Opt-in; off by default.
+    ///
+    /// - **Never early**: the true retry-after plus 0 to `max`; the body's `retry_after`
+    ///   says the same. The `RateLimit` fields keep the true reset.
+    /// - **Deterministic**: the extra is a hash of the refused principal, the limit and
+    ///   the current window (wall-clock seconds ÷ the limit's window), so one client's
+    ///   retries within a window are told the same, and a retry loop cannot fish for a
+    ///   shorter wait.
+    /// - **Per principal**: clients sharing one principal (a pub's IP, a global key) get one
+    ///   value, so jitter cannot spread them; key such limits on something finer where a
+    ///   stampede matters.
+    #[must_use]
+    pub fn jitter(mut self, max: std::time::Duration) -> Self {
+        self.jitter = headers::ceil_secs(max);
+        self
+    }
+
+    /// The extra seconds for a refusal of the principal behind `seed`, by a limit of
+    /// `window_secs`.
+    fn extra(&self, seed: u64, window_secs: u64) -> u64 {
+        if self.jitter == 0 {
+            return 0;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let window = now / window_secs.max(1);
+        splitmix(seed ^ splitmix(window)) % (self.jitter + 1)
+    }
+
     /// The header style.
     pub fn header_style(&self) -> HeaderStyle {
         self.style
@@ -138,7 +173,8 @@ impl Answering {
             .iter()
             .map(|c| Arc::from(c.key().limit().name()))
             .collect();
-        self.verdict(answer, &names, wants_html)
+        let seed = refusal_seed(&answer, chain);
+        self.verdict(answer, &names, wants_html, seed)
     }
 
     /// The answer when every slot of an in-flight limit named `name` is held (see
@@ -174,7 +210,13 @@ impl Answering {
     }
 
     /// The answer, with the chain's limit names given in order.
-    pub(crate) fn verdict(&self, answer: Answer, names: &[Arc<str>], wants_html: bool) -> Verdict {
+    pub(crate) fn verdict(
+        &self,
+        answer: Answer,
+        names: &[Arc<str>],
+        wants_html: bool,
+        seed: u64,
+    ) -> Verdict {
         if let Some(reason) = answer.failure() {
             let policy = match &answer {
                 Answer::Memory { .. } => "memory",
@@ -211,7 +253,13 @@ impl Answering {
                     return Verdict::Proceed(Some(info.shadow()));
                 }
                 metrics::count("rate_limit_limited_total", denied.name());
-                let retry = denied.retry_after_secs();
+                let retry = denied
+                    .retry_after_secs()
+                    .map(|secs| secs + self.extra(seed, denied.window_secs()));
+                let denied = match retry {
+                    Some(secs) => denied.with_retry_after(secs),
+                    None => denied,
+                };
                 // The 429 and the 303 alike carry the refusing limit's fields, and the
                 // record an outer layer merges (a refusal here outranks its allowance).
                 let mut resp = match (&self.redirect, wants_html, retry) {
@@ -234,6 +282,38 @@ impl Answering {
             _ => Verdict::Respond(response::unavailable(1)),
         }
     }
+}
+
+/// A seed for the refused check of `answer` (its principal and limit), for jitter; 0 when
+/// nothing was refused.
+pub(crate) fn refusal_seed(answer: &Answer, chain: &Chain) -> u64 {
+    let refused = answer
+        .decision()
+        .and_then(|d| d.denied_by())
+        .and_then(|(i, _)| chain.checks().get(i));
+    refused.map_or(0, |c| {
+        let key = c.key();
+        // FNV-1a over the principal's rendering and the limit's name.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in key
+            .principal()
+            .as_str()
+            .bytes()
+            .chain([b'/'])
+            .chain(key.limit().name().bytes())
+        {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    })
+}
+
+/// SplitMix64's finaliser: spreads a seed's bits.
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// Whether a request's `Accept` includes `text/html` (a browser loading a page).

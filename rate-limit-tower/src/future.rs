@@ -24,9 +24,9 @@ pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Checked> + Send>>);
 
 /// What the store calls decided.
 pub(crate) enum Checked {
-    /// The rules' answer, what it reserved when a rule counts by outcome, and the
-    /// in-flight slots taken.
-    Answer(Answer, Option<Reservation>, Vec<Slot>),
+    /// The rules' answer, what it reserved when a rule counts by outcome, the in-flight
+    /// slots taken, and the refused principal's jitter seed.
+    Answer(Answer, Option<Reservation>, Vec<Slot>, u64),
     /// An in-flight limit refused (429), or its store failed closed (503).
     Respond(Response<Bytes>),
 }
@@ -91,7 +91,8 @@ async fn check(shared: &Shared, chain: &Chain) -> Answer {
 async fn settle(shared: &Shared, chain: &Chain, answer: Answer, slots: Vec<Slot>) -> Checked {
     let answer = shared.holding.hold(&shared.limiter, chain, answer).await;
     let reservation = shared.reservation(&answer, chain);
-    Checked::Answer(answer, reservation, slots)
+    let seed = crate::answer::refusal_seed(&answer, chain);
+    Checked::Answer(answer, reservation, slots, seed)
 }
 
 /// A give-back on its way to the store: the response waits for it, so the client's next
@@ -309,8 +310,9 @@ where
                     shared,
                     ctx,
                 } => {
-                    let (answer, reservation, slots) = match ready!(check.0.as_mut().poll(cx)) {
-                        Checked::Answer(a, r, s) => (a, r, s),
+                    let (answer, reservation, slots, seed) = match ready!(check.0.as_mut().poll(cx))
+                    {
+                        Checked::Answer(a, r, s, seed) => (a, r, s, seed),
                         Checked::Respond(mut resp) => {
                             shared.expose(&mut resp, *ctx);
                             let next = Kind::Ready {
@@ -320,7 +322,7 @@ where
                             continue;
                         }
                     };
-                    match shared.next(answer, *ctx) {
+                    match shared.next(answer, *ctx, seed) {
                         Next::Respond(mut resp) => {
                             // The answer carries its headers already; only CORS is left.
                             shared.expose(&mut resp, *ctx);

@@ -90,6 +90,7 @@ impl RateLimitLayer {
                 counted: false,
                 holding: Holding::default(),
                 in_flight: Vec::new(),
+                access: None,
             }),
         }
     }
@@ -130,6 +131,13 @@ impl RateLimitLayer {
     /// slot and one to release it.
     pub fn in_flight(self, rule: InFlightRule) -> Self {
         self.edit(|s| s.in_flight.push(rule))
+    }
+
+    /// Allow and deny lists ([`Access`](crate::access::Access)), checked before anything
+    /// else: a denied request is answered 403 before any store call; an allowed one skips
+    /// every limit of this layer. Replaceable at run time through any clone of `access`.
+    pub fn access(self, access: crate::access::Access) -> Self {
+        self.edit(|s| s.access = Some(access))
     }
 
     /// How the chain charges (default [`ChainMode::InOrder`]).

@@ -50,6 +50,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod access;
 pub mod answer;
 mod body;
 mod count;
@@ -69,7 +70,9 @@ pub use count::CountWhen;
 pub use future::ResponseFuture;
 pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};
 pub use layer::RateLimitLayer;
-pub use response::{JsonResponder, Responder, rejection_response};
+pub use response::{
+    JsonResponder, ProblemResponder, QUOTA_EXCEEDED, Responder, rejection_response,
+};
 pub use rule::{InFlightRule, Rule};
 pub use service::RateLimit;
 

@@ -35,6 +35,53 @@ impl Responder for JsonResponder {
     }
 }
 
+/// The problem type of a refused request, from the IETF RateLimit header fields draft
+/// (draft-ietf-httpapi-ratelimit-headers, "Problem Types").
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// Answers refusals as RFC 9457 problem details (`application/problem+json`), with the
+/// IETF draft's `quota-exceeded` type and its `violated-policies` member:
+///
+/// ```json
+/// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+///  "title":"Request cannot be satisfied as assigned quota has been exceeded",
+///  "status":429,"detail":"Too many requests for \"poll\": retry after 12 s.",
+///  "retry-after":12,"violated-policies":["poll"]}
+/// ```
+///
+/// Opt-in ([`Answering::with_responder`](crate::Answering::with_responder)):
+/// [`JsonResponder`] stays the default, as clients written against its
+/// `{"error": ..}` body keep working; problem details are for APIs that answer every
+/// error that way. A request whose cost can never fit has no `retry-after` member.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProblemResponder;
+
+impl Responder for ProblemResponder {
+    fn limited(&self, denied: &LimitStatus) -> Response<Bytes> {
+        let name = json_string(denied.name());
+        let (detail, retry) = match denied.retry_after_secs() {
+            Some(secs) => (
+                format!("Too many requests for {name}: retry after {secs} s."),
+                format!(",\"retry-after\":{secs}"),
+            ),
+            None => (
+                format!("This request costs more than {name} ever allows."),
+                String::new(),
+            ),
+        };
+        let body = format!(
+            "{{\"type\":\"{QUOTA_EXCEEDED}\",\"title\":\"Request cannot be satisfied as assigned quota has been exceeded\",\"status\":429,\"detail\":{}{retry},\"violated-policies\":[{name}]}}",
+            json_string(&detail)
+        );
+        let mut r = json(StatusCode::TOO_MANY_REQUESTS, body);
+        r.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        r
+    }
+}
+
 impl fmt::Debug for dyn Responder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Responder")
@@ -63,6 +110,14 @@ pub(crate) fn json(status: StatusCode, body: String) -> Response<Bytes> {
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
+}
+
+/// 403 for a request on a deny list.
+pub(crate) fn forbidden() -> Response<Bytes> {
+    json(
+        StatusCode::FORBIDDEN,
+        "{\"error\":\"Forbidden.\",\"code\":\"access.denied\"}".to_owned(),
+    )
 }
 
 /// 503 when the store is down and the rule fails closed.

@@ -80,6 +80,22 @@ where
             origin: req.headers().contains_key(ORIGIN),
         };
         let (parts, body) = req.into_parts();
+        if let Some(access) = &shared.access {
+            match access.check(&parts) {
+                crate::access::Verdict::Denied => {
+                    let mut resp = response::forbidden();
+                    if ctx.origin {
+                        headers::expose(resp.headers_mut());
+                    }
+                    return ResponseFuture::ready(resp);
+                }
+                crate::access::Verdict::Allowed => {
+                    let req = Request::from_parts(parts, body);
+                    return ResponseFuture::pass(self.inner.call(req));
+                }
+                crate::access::Verdict::Neither => {}
+            }
+        }
         let mut chain = Chain::new().mode(shared.mode);
         for rule in &shared.rules {
             match rule.key.extract(&parts) {
@@ -129,7 +145,8 @@ where
                 return ResponseFuture::check(check, inner, req, Arc::clone(shared), ctx);
             }
             let reservation = shared.reservation(&answer, &chain);
-            return match shared.next(answer, ctx) {
+            let seed = crate::answer::refusal_seed(&answer, &chain);
+            return match shared.next(answer, ctx, seed) {
                 Next::Respond(mut resp) => {
                     shared.expose(&mut resp, ctx);
                     ResponseFuture::ready(resp)

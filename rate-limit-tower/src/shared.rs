@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) answering: Answering,
     /// Whether any rule counts by outcome (its requests keep a reservation).
     pub(crate) counted: bool,
+    /// Allow and deny lists, checked before anything else.
+    pub(crate) access: Option<crate::access::Access>,
     /// In-flight limits, taken before the rules are checked.
     pub(crate) in_flight: Vec<InFlightRule>,
     /// Requests held for a delayed limit (see [`RateLimitLayer::max_held`](crate::RateLimitLayer::max_held)).
@@ -59,7 +61,7 @@ pub(crate) enum Next {
 
 impl Shared {
     pub(crate) fn passes(&self, method: &Method, path: &str, headers: &HeaderMap) -> bool {
-        (self.rules.is_empty() && self.in_flight.is_empty())
+        (self.rules.is_empty() && self.in_flight.is_empty() && self.access.is_none())
             || self.exact.iter().any(|p| p == path)
             || self.answering.redirect_path.as_deref() == Some(path)
             || self.prefixes.iter().any(|p| path.starts_with(p.as_str()))
@@ -69,8 +71,12 @@ impl Shared {
     }
 
     /// Turns the limiter's answer into what the service does next.
-    pub(crate) fn next(&self, answer: Answer, ctx: Ctx) -> Next {
-        match self.answering.verdict(answer, &self.names, ctx.wants_html) {
+    /// `seed` names the refused principal, for jitter ([`refusal_seed`](crate::answer::refusal_seed)).
+    pub(crate) fn next(&self, answer: Answer, ctx: Ctx, seed: u64) -> Next {
+        match self
+            .answering
+            .verdict(answer, &self.names, ctx.wants_html, seed)
+        {
             Verdict::Proceed(info) => Next::Proceed(info),
             Verdict::Respond(resp) => Next::Respond(resp),
         }

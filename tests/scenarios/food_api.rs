@@ -29,6 +29,20 @@ async fn table(store: AnyStore) {
         "300",
         "the IP limit refused"
     );
+    // Problem details (RFC 9457), the IETF draft's problem type.
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body = r.text().await.unwrap();
+    assert_eq!(
+        body,
+        format!(
+            "{{\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\",\"title\":\"Request cannot be satisfied as assigned quota has been exceeded\",\"status\":429,\"detail\":\"Too many requests for \\\"search-ip\\\": retry after {retry} s.\",\"retry-after\":{retry},\"violated-policies\":[\"search-ip\"]}}"
+        )
+    );
 
     // Minute before day, in order: hammering while refused does not burn the day.
     let capture = || {

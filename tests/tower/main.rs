@@ -14,6 +14,15 @@ use rate_limit_tower::{Answering, EXPOSED_HEADERS, RateLimitLayer, Rule};
 use reqwest::StatusCode;
 use tower_http::cors::{Any, CorsLayer};
 
+/// A refusal's `Retry-After`, in seconds.
+fn retry_after(r: &reqwest::Response) -> u64 {
+    r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 const PAGE: &str = "<!doctype html><title>Slow down</title><p>Too many requests.</p>";
 
 fn app(global_quota: u64, poll_quota: u64) -> Router {
@@ -74,11 +83,7 @@ async fn participants_behind_one_ip_are_limited_apart_and_the_ip_guard_counts_ev
     }
     let r = poll("p1").await.unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    let secs: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let secs: u64 = retry_after(&r);
     assert!((1..=120).contains(&secs), "{secs}");
     assert_eq!(r.headers()["ratelimit-limit"], "3");
     assert_eq!(r.headers()["ratelimit-remaining"], "0");
@@ -303,11 +308,7 @@ async fn a_flood_from_one_refused_key_costs_redis_one_command() {
     for _ in 0..2_000 {
         let r = get("mallory").await;
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-        let retry: u64 = r.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let retry: u64 = retry_after(&r);
         // Two tokens an hour: one every 1 800 s, counted down.
         assert!((1_790..=1_800).contains(&retry), "{retry}");
         assert_eq!(r.headers()["ratelimit-remaining"], "0");
@@ -336,5 +337,232 @@ async fn a_flood_from_one_refused_key_costs_redis_one_command() {
     assert!(
         (1..=8).contains(&calls),
         "{calls} commands for 2 000 refusals"
+    );
+}
+
+/// Jitter: 200 clients refused together are told to come back spread over 30 s more than
+/// the true wait, never less; one client is told the same each time within the window.
+#[tokio::test]
+async fn jittered_retry_after_is_spread_never_early_and_the_same_for_one_client() {
+    let app = |answering: Answering| {
+        let layer = RateLimitLayer::in_memory()
+            .rule(Rule::new(
+                Limit::fixed_window("hourly", 1, Duration::from_secs(3_600)).unwrap(),
+                HeaderKey::new("x-key".parse().unwrap(), PrincipalKind::User),
+            ))
+            .answering(answering);
+        Router::new().route("/", get(|| async { "ok" }).route_layer(layer))
+    };
+    let jittered = Server::start(app(Answering::new().jitter(Duration::from_secs(30))))
+        .await
+        .unwrap();
+    let plain = Server::start(app(Answering::new())).await.unwrap();
+    let http = client();
+    // (Retry-After, the true reset from the `RateLimit` field) of a refused request.
+    let refused = |server: &Server, key: String| {
+        let req = http.get(server.url("/")).header("x-key", key);
+        async move {
+            let r = req.send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+            let retry: u64 = retry_after(&r);
+            let field = r.headers()["ratelimit"].to_str().unwrap().to_owned();
+            let t: u64 = field.rsplit("t=").next().unwrap().parse().unwrap();
+            let body = r.text().await.unwrap();
+            assert!(
+                body.ends_with(&format!("\"retry_after\":{retry}}}")),
+                "{body}"
+            );
+            (retry, t)
+        }
+    };
+    let mut extras = Vec::new();
+    for i in 0..200 {
+        let key = format!("client-{i}");
+        let ok = http.get(jittered.url("/")).header("x-key", &key).send();
+        assert_eq!(ok.await.unwrap().status(), StatusCode::OK);
+        let (retry, t) = refused(&jittered, key.clone()).await;
+        assert!(
+            retry >= t,
+            "never earlier than the true wait: {retry} < {t}"
+        );
+        assert!(retry <= t + 30, "at most 30 s more: {retry} vs {t}");
+        let (again, t2) = refused(&jittered, key).await;
+        assert_eq!(again - t2, retry - t, "one client is told the same");
+        extras.push(retry - t);
+    }
+    extras.sort_unstable();
+    extras.dedup();
+    assert!(extras.len() >= 20, "spread over the range: {extras:?}");
+    // Off by default: the true wait.
+    let ok = http.get(plain.url("/")).header("x-key", "a").send();
+    assert_eq!(ok.await.unwrap().status(), StatusCode::OK);
+    let (retry, t) = refused(&plain, "a".to_owned()).await;
+    assert_eq!(retry, t);
+}
+
+/// Problem details: `application/problem+json` with the IETF draft's `quota-exceeded`
+/// type; a cost that can never fit has no `retry-after`.
+#[tokio::test]
+async fn problem_details_name_the_type_the_violated_policy_and_the_wait() {
+    use rate_limit_tower::ProblemResponder;
+
+    // Two per minute; a request costs `cost`.
+    let layer = |name: &str, cost: u64| {
+        RateLimitLayer::in_memory()
+            .rule(
+                Rule::new(
+                    Limit::fixed_window(name, 2, Duration::from_secs(60)).unwrap(),
+                    HeaderKey::new("x-key".parse().unwrap(), PrincipalKind::User),
+                )
+                .cost(cost),
+            )
+            .answering(Answering::new().with_responder(ProblemResponder))
+    };
+    let (layer, big) = (layer("uploads", 1), layer("bulk", 3));
+    let server = Server::start(
+        Router::new()
+            .route("/", get(|| async { "ok" }).route_layer(layer))
+            .route("/bulk", get(|| async { "ok" }).route_layer(big)),
+    )
+    .await
+    .unwrap();
+    let http = client();
+    let get = |path: &str| http.get(server.url(path)).header("x-key", "k").send();
+    for _ in 0..2 {
+        assert_eq!(get("/").await.unwrap().status(), StatusCode::OK);
+    }
+    let r = get("/").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let retry = r.headers()["retry-after"].to_str().unwrap().to_owned();
+    assert_eq!(
+        r.text().await.unwrap(),
+        format!(
+            "{{\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\",\"title\":\"Request cannot be satisfied as assigned quota has been exceeded\",\"status\":429,\"detail\":\"Too many requests for \\\"uploads\\\": retry after {retry} s.\",\"retry-after\":{retry},\"violated-policies\":[\"uploads\"]}}"
+        )
+    );
+    let r = get("/bulk").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().get("retry-after").is_none());
+    let body = r.text().await.unwrap();
+    assert!(!body.contains("retry-after"), "{body}");
+    assert!(body.contains("\"violated-policies\":[\"bulk\"]"), "{body}");
+}
+
+/// Allow and deny lists on a real `redis-server`: a denied client is answered 403 before
+/// any store call; an allowed one (as resolved through the trusted proxy) skips the
+/// limits; a replacement reaches every clone of the layer at its next request.
+#[tokio::test]
+async fn allow_and_deny_lists_act_before_the_store_and_can_be_replaced_at_run_time() {
+    use rate_limit_tests::redis::RedisServer;
+    use rate_limit_tower::access::{Access, List};
+
+    let redis = RedisServer::start();
+    let ip = ClientIp::new()
+        .peer_source(connect_info_peer)
+        .trusted_proxies(["127.0.0.0/8".parse().unwrap()]);
+    let access = Access::new(ip.clone())
+        .allow(List::parse(&["10.0.0.0/8", "2001:db8::/32"]).unwrap())
+        .deny(List::parse(&["203.0.113.0/24"]).unwrap());
+    let layer = RateLimitLayer::new(redis.store())
+        .rule(Rule::new(
+            Limit::fixed_window("per-ip", 1, Duration::from_secs(3_600)).unwrap(),
+            ip,
+        ))
+        .access(access.clone());
+    // Two routes, two clones of the layer.
+    let app = Router::new()
+        .route("/a", get(|| async { "a" }).route_layer(layer.clone()))
+        .route("/b", get(|| async { "b" }).route_layer(layer));
+    let server = Server::start(app).await.unwrap();
+    let http = client();
+    let get_as = |path: &str, client_ip: &str| {
+        http.get(server.url(path))
+            .header("x-forwarded-for", client_ip)
+            .send()
+    };
+    // Warm the script cache, then count from zero.
+    assert_eq!(
+        get_as("/a", "198.51.100.1").await.unwrap().status(),
+        StatusCode::OK
+    );
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let scripts = || redis.command_calls("evalsha") + redis.command_calls("eval");
+
+    let r = get_as("/a", "203.0.113.9").await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(
+        r.text().await.unwrap(),
+        "{\"error\":\"Forbidden.\",\"code\":\"access.denied\"}"
+    );
+    for _ in 0..5 {
+        let r = get_as("/b", "10.1.2.3").await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "allowed: no limit applies");
+        assert!(r.headers().get("ratelimit-limit").is_none());
+        let r = get_as("/a", "2001:db8::7").await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    assert_eq!(scripts(), 0, "lists answer before any store call");
+    // (path, client IP, status), in order.
+    let expect = |cases: &'static [(&'static str, &'static str, StatusCode)]| {
+        let get_as = &get_as;
+        async move {
+            for &(path, ip, want) in cases {
+                let got = get_as(path, ip).await.unwrap().status();
+                assert_eq!(got, want, "{path} from {ip}");
+            }
+        }
+    };
+    // On neither list: the limit applies (one per hour).
+    expect(&[
+        ("/a", "198.51.100.2", StatusCode::OK),
+        ("/b", "198.51.100.2", StatusCode::TOO_MANY_REQUESTS),
+    ])
+    .await;
+    // Replaced at run time: 10/8 is now denied, 203.0.113/24 allowed, on both clones.
+    access.replace(
+        List::parse(&["203.0.113.0/24"]).unwrap(),
+        List::parse(&["10.0.0.0/8"]).unwrap(),
+    );
+    expect(&[
+        ("/a", "10.1.2.3", StatusCode::FORBIDDEN),
+        ("/b", "10.1.2.3", StatusCode::FORBIDDEN),
+        ("/b", "203.0.113.9", StatusCode::OK),
+    ])
+    .await;
+    // A client that is not behind the trusted proxy cannot name an allowed address.
+    let direct = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let untrusted = Server::start(
+        Router::new().route(
+            "/",
+            get(|| async { "ok" }).route_layer(
+                RateLimitLayer::in_memory()
+                    .rule(Rule::new(
+                        Limit::fixed_window("u", 1, Duration::from_secs(3_600)).unwrap(),
+                        ClientIp::new().peer_source(connect_info_peer),
+                    ))
+                    .access(
+                        Access::new(ClientIp::new().peer_source(connect_info_peer))
+                            .allow(List::parse(&["203.0.113.0/24"]).unwrap()),
+                    ),
+            ),
+        ),
+    )
+    .await
+    .unwrap();
+    let spoof = || {
+        direct
+            .get(untrusted.url("/"))
+            .header("x-forwarded-for", "203.0.113.9")
+            .send()
+    };
+    assert_eq!(spoof().await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        spoof().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "no trusted proxy: the header is not believed"
     );
 }

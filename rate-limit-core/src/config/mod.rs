@@ -58,6 +58,18 @@ struct RawFile {
     store: Option<RawStore>,
     #[serde(default)]
     limits: BTreeMap<String, RawLimit>,
+    #[serde(default)]
+    access: RawAccess,
+}
+
+/// `[access]`: allow and deny lists of CIDRs and IP addresses.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAccess {
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -122,6 +134,33 @@ pub struct Config {
     timeout: Option<Duration>,
     cooldown: Option<Duration>,
     limits: BTreeMap<String, (Limit, FailurePolicy)>,
+    allow: Vec<String>,
+    deny: Vec<String>,
+}
+
+/// Checks an allow or deny list entry: a CIDR (`10.0.0.0/8`, `2001:db8::/32`) or an IP
+/// address. `access.entry_invalid` naming the entry (`access.allow[2]`) otherwise.
+fn access_entry(entry: &str, field: String) -> Result<(), ConfigError> {
+    let (addr, len) = match entry.trim().split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (entry.trim(), None),
+    };
+    let bits = match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => 32,
+        Ok(std::net::IpAddr::V6(_)) => 128,
+        Err(_) => 0,
+    };
+    let ok = bits > 0
+        && len.is_none_or(|l| l.parse::<u8>().is_ok_and(|l| l <= bits) && !l.starts_with('+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            ConfigErrorKind::AccessEntryInvalid,
+            field,
+            "not a CIDR (10.0.0.0/8, 2001:db8::/32) or an IP address",
+        ))
+    }
 }
 
 fn invalid(kind: ConfigErrorKind, field: String, detail: impl Into<String>) -> ConfigError {
@@ -297,13 +336,26 @@ impl Config {
             )?;
             limits.insert(name.clone(), (l, p));
         }
+        for (list, entries) in [("allow", &raw.access.allow), ("deny", &raw.access.deny)] {
+            for (i, e) in entries.iter().enumerate() {
+                access_entry(e, format!("access.{list}[{i}]"))?;
+            }
+        }
         Ok(Self {
             store,
             prefix: s.prefix,
             timeout,
             cooldown,
             limits,
+            allow: raw.access.allow,
+            deny: raw.access.deny,
         })
+    }
+
+    /// The `[access]` table's `allow` and `deny` lists, validated (each entry a CIDR or an
+    /// IP address): for `rate_limit_tower::access::List::parse`.
+    pub fn access_lists(&self) -> (&[String], &[String]) {
+        (&self.allow, &self.deny)
     }
 
     /// Reads, parses and validates a file.

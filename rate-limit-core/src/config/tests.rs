@@ -56,6 +56,21 @@ fn a_good_file_builds_limits_policies_and_a_limiter() {
 fn each_error_code_from_a_bad_file() {
     let cases: &[(&str, &str, &str)] = &[
         (
+            "[access]\nallow = [\"10.0.0.0/8\", \"10.0.0.0/33\"]",
+            "access.entry_invalid",
+            "access.allow[1]",
+        ),
+        (
+            "[access]\ndeny = [\"example.com\"]",
+            "access.entry_invalid",
+            "access.deny[0]",
+        ),
+        (
+            "[access]\ndeny = [\"::1/129\"]",
+            "access.entry_invalid",
+            "access.deny[0]",
+        ),
+        (
             "[store]\nkind = \"mongodb\"",
             "rate_limits.store_invalid",
             "store.kind",
@@ -166,4 +181,17 @@ fn each_error_code_from_a_bad_file() {
         (e.code(), e.field()),
         ("rule.unknown_limit", "limits.answers")
     );
+}
+
+#[test]
+fn access_lists_come_from_the_access_table() {
+    let c = Config::from_toml(
+        "[access]\nallow = [\"10.0.0.0/8\", \"::1\"]\ndeny = [\"203.0.113.0/24\"]",
+    )
+    .unwrap();
+    let (allow, deny) = c.access_lists();
+    assert_eq!(allow, ["10.0.0.0/8", "::1"]);
+    assert_eq!(deny, ["203.0.113.0/24"]);
+    let none = Config::from_toml("").unwrap();
+    assert!(none.access_lists().0.is_empty() && none.access_lists().1.is_empty());
 }

@@ -130,6 +130,12 @@ impl LimitStatus {
         }
     }
 
+    /// The same refusal, told to retry after `secs` (jitter: never below the true value).
+    pub(crate) fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
+    }
+
     /// Whether this is an in-flight limit (its quota is requests at once, no window).
     pub fn is_concurrent(&self) -> bool {
         self.concurrent
