@@ -79,11 +79,7 @@ impl Reservation {
                 check: c.clone(),
                 at: receipt.time(i),
                 #[cfg(feature = "redis")]
-                leased: receipt
-                    .leased
-                    .iter()
-                    .find(|(j, _)| *j == i)
-                    .map(|(_, l)| *l),
+                leased: receipt.leased(i),
             })
             .collect();
         Some(Self { items, fallback })

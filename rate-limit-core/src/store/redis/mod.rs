@@ -609,7 +609,7 @@ impl RedisStore {
         if remote.is_empty() {
             let leased = held.commit();
             let mut d = ChainDecision::new(local.into_iter().flatten().collect());
-            d.receipt.leased = leased;
+            d.receipt.set_leased(leased);
             return Ok(d);
         }
         let sent = Instant::now();
@@ -653,8 +653,8 @@ impl RedisStore {
         }
         let mut d = ChainDecision::new(out);
         if admitted {
-            d.receipt.leased = held.commit();
-            d.receipt.times = times;
+            d.receipt.set_leased(held.commit());
+            d.receipt.set_times(times);
         }
         Ok(d)
     }
@@ -874,7 +874,7 @@ impl Checked {
         let at = self.times.first().copied().unwrap_or(0);
         let mut d = ChainDecision::new(self.decisions).charged_at(at);
         if self.times.iter().any(|&t| t != at) {
-            d.receipt.times = self.times;
+            d.receipt.set_times(self.times);
         }
         d
     }
@@ -1114,7 +1114,7 @@ impl Store for RedisStore {
         }
         taken.extend(held.commit());
         let mut d = ChainDecision::new(decisions);
-        d.receipt.leased = taken;
+        d.receipt.set_leased(taken);
         Some(d)
     }
 
