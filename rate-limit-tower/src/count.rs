@@ -86,3 +86,63 @@ impl CountWhen {
         (self.predicate)(status, extensions)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone)]
+    struct WrongPassword;
+
+    #[test]
+    fn each_predicate_counts_what_it_names() {
+        let none = Extensions::new();
+        let mut marked = Extensions::new();
+        marked.insert(WrongPassword);
+        let cases = [
+            (CountWhen::failed(), StatusCode::UNAUTHORIZED, &none, true),
+            (CountWhen::failed(), StatusCode::BAD_GATEWAY, &none, true),
+            (CountWhen::failed(), StatusCode::OK, &none, false),
+            (CountWhen::failed(), StatusCode::SEE_OTHER, &none, false),
+            (CountWhen::succeeded(), StatusCode::CREATED, &none, true),
+            (CountWhen::succeeded(), StatusCode::NOT_FOUND, &none, false),
+            (
+                CountWhen::status(StatusCode::CONFLICT),
+                StatusCode::CONFLICT,
+                &none,
+                true,
+            ),
+            (
+                CountWhen::status(StatusCode::CONFLICT),
+                StatusCode::OK,
+                &none,
+                false,
+            ),
+            (
+                CountWhen::extension::<WrongPassword>(),
+                StatusCode::OK,
+                &marked,
+                true,
+            ),
+            (
+                CountWhen::extension::<WrongPassword>(),
+                StatusCode::UNAUTHORIZED,
+                &none,
+                false,
+            ),
+            (
+                CountWhen::custom(|s, _| s.as_u16() == 418),
+                StatusCode::IM_A_TEAPOT,
+                &none,
+                true,
+            ),
+        ];
+        for (i, (when, status, ext, counts)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                when.counts(status, ext),
+                counts,
+                "case {i}: {when:?} {status}"
+            );
+        }
+    }
+}

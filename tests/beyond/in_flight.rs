@@ -331,3 +331,50 @@ async fn a_slot_costs_two_commands() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(scripts(), 100);
 }
+
+/// Redis down: each in-flight rule's policy decides — closed 503, a slot in the fallback
+/// memory store (the limit still holds), or open (no slot).
+#[tokio::test]
+async fn a_down_store_falls_back_as_each_in_flight_rule_says() {
+    use rate_limit_tests::redis::down_store;
+
+    let exports = InFlight::new("exports", 1, Duration::from_secs(1)).unwrap();
+    let app = |policy: FailurePolicy| {
+        let layer = RateLimitLayer::new(down_store()).in_flight(
+            InFlightRule::new(
+                exports.clone(),
+                HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
+            )
+            .on_store_error(policy),
+        );
+        let export = |headers: axum::http::HeaderMap| async move {
+            let rows = headers["x-rows"].to_str().unwrap().parse().unwrap();
+            let every = Duration::from_millis(50);
+            axum::body::Body::new(Ticks {
+                left: rows,
+                every,
+                sleep: Box::pin(tokio::time::sleep(every)),
+            })
+        };
+        Router::new().route("/export", get(export).route_layer(layer))
+    };
+    let closed = Server::start(app(FailurePolicy::Closed)).await.unwrap();
+    assert_eq!(export(&closed, "ada", 1).await.status(), 503);
+    let memory = Server::start(app(FailurePolicy::Memory)).await.unwrap();
+    let first = export(&memory, "ada", 6).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        export(&memory, "ada", 1).await.status(),
+        429,
+        "one at once, in memory"
+    );
+    drop(first.text().await);
+    let open = Server::start(app(FailurePolicy::Open)).await.unwrap();
+    let first = export(&open, "ada", 6).await;
+    assert_eq!(
+        export(&open, "ada", 1).await.status(),
+        200,
+        "no slot: not limited"
+    );
+    drop(first);
+}
