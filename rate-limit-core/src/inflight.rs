@@ -66,14 +66,21 @@ impl InFlight {
     /// `limit.name_invalid` for a bad name; `limit.in_flight_invalid` otherwise.
     pub fn new(name: &str, max: u32, ttl: Duration) -> Result<Self, ConfigError> {
         validate_name(name)?;
-        if max == 0 || max > 1_000_000 || !(MIN_SLOT_TTL..=MAX_SLOT_TTL).contains(&ttl) {
-            return Err(ConfigError::new(
+        let invalid = |field, detail: String| {
+            Err(ConfigError::new(
                 ConfigErrorKind::InFlightInvalid,
-                "in_flight",
-                format!(
-                    "at most 1 to 1000000 in flight, a TTL of {MIN_SLOT_TTL:?} to {MAX_SLOT_TTL:?}; got {max} and {ttl:?}"
-                ),
-            ));
+                field,
+                detail,
+            ))
+        };
+        if max == 0 || max > 1_000_000 {
+            return invalid("max", format!("at most 1 to 1000000 in flight, got {max}"));
+        }
+        if !(MIN_SLOT_TTL..=MAX_SLOT_TTL).contains(&ttl) {
+            return invalid(
+                "ttl",
+                format!("a slot TTL of {MIN_SLOT_TTL:?} to {MAX_SLOT_TTL:?}, got {ttl:?}"),
+            );
         }
         Ok(Self {
             inner: Arc::new(Def {

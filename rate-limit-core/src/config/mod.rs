@@ -28,6 +28,20 @@
 //! capacity = 10
 //! refill = 2
 //! period = "1s"
+//!
+//! [limits.sign-in-account]     # Limit::delayed: 5 at once, then held 1 s, 2 s, 4 s, 8 s, ...
+//! algorithm = "sliding_log"
+//! quota = 1000
+//! window = "15m"
+//! delay = { after = 5, first = "1s", max = "8s", growth = "doubling", max_held = 5 }
+//!
+//! [in_flight.exports]          # InFlight: at most 2 at once per principal
+//! max = 2
+//! ttl = "30s"
+//!
+//! [access]                     # allow and deny lists (rate_limit_tower::access)
+//! allow = ["10.0.0.0/8", "2001:db8::/32"]
+//! deny = ["203.0.113.0/24"]
 //! ```
 //!
 //! | code | when |
@@ -37,7 +51,8 @@
 //! | `redis.url_invalid` | a URL that does not parse |
 //! | `limit.name_invalid` | a limit name unusable as a key or structured-field string |
 //! | `limit.algorithm_invalid` | an unknown algorithm |
-//! | `limit.quota_zero`, `limit.window_invalid`, `limit.rate_too_high`, `limit.overflow`, `limit.lease_invalid` | as for limits built in code |
+//! | `limit.quota_zero`, `limit.window_invalid`, `limit.rate_too_high`, `limit.overflow`, `limit.lease_invalid`, `limit.delay_invalid`, `limit.in_flight_invalid` | as for limits built in code (an unknown `growth` is `limit.delay_invalid`) |
+//! | `access.entry_invalid` | an allow or deny entry that is neither a CIDR nor an address |
 //! | `policy.invalid` | an unknown failure policy |
 //! | `rule.unknown_limit` | code asks for a limit the file does not define |
 
@@ -60,6 +75,27 @@ struct RawFile {
     limits: BTreeMap<String, RawLimit>,
     #[serde(default)]
     access: RawAccess,
+    #[serde(default)]
+    in_flight: BTreeMap<String, RawInFlight>,
+}
+
+/// `[in_flight.NAME]`: an in-flight limit.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInFlight {
+    max: u32,
+    ttl: String,
+}
+
+/// `delay = { .. }` of a limit.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDelay {
+    after: u64,
+    first: String,
+    max: String,
+    growth: Option<String>,
+    max_held: Option<u32>,
 }
 
 /// `[access]`: allow and deny lists of CIDRs and IP addresses.
@@ -95,6 +131,7 @@ struct RawLimit {
     period: Option<String>,
     on_store_error: Option<String>,
     lease: Option<RawLease>,
+    delay: Option<RawDelay>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -136,6 +173,28 @@ pub struct Config {
     limits: BTreeMap<String, (Limit, FailurePolicy)>,
     allow: Vec<String>,
     deny: Vec<String>,
+    in_flight: BTreeMap<String, crate::InFlight>,
+}
+
+/// A limit's `delay = { .. }`, applied. Fields are named from the limit (the caller adds
+/// its path).
+fn delayed(l: Limit, raw: &RawDelay) -> Result<Limit, ConfigError> {
+    let first = duration(&raw.first, "delay.first".to_owned())?;
+    let max = duration(&raw.max, "delay.max".to_owned())?;
+    let delay = match raw.growth.as_deref() {
+        None | Some("doubling") => crate::Delay::doubling(raw.after, first, max),
+        Some("linear") => crate::Delay::linear(raw.after, first, max),
+        Some(other) => Err(invalid(
+            ConfigErrorKind::DelayInvalid,
+            "delay.growth".to_owned(),
+            format!("{other:?}: use doubling or linear"),
+        )),
+    }?;
+    let delay = match raw.max_held {
+        Some(n) => delay.max_held(n)?,
+        None => delay,
+    };
+    l.delayed(delay)
 }
 
 /// Checks an allow or deny list entry: a CIDR (`10.0.0.0/8`, `2001:db8::/32`) or an IP
@@ -261,6 +320,10 @@ fn limit(name: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
         }
         (built, _) => built,
     };
+    let built = match (built, &raw.delay) {
+        (Ok(l), Some(d)) => delayed(l, d),
+        (built, _) => built,
+    };
     built.map_err(|e| {
         if e.kind() == ConfigErrorKind::NameInvalid {
             ConfigError::new(e.kind(), path.clone(), e.to_string())
@@ -341,6 +404,13 @@ impl Config {
                 access_entry(e, format!("access.{list}[{i}]"))?;
             }
         }
+        let mut in_flight = BTreeMap::new();
+        for (name, raw) in &raw.in_flight {
+            let path = format!("in_flight.{name}");
+            let ttl = duration(&raw.ttl, format!("{path}.ttl"))?;
+            let l = crate::InFlight::new(name, raw.max, ttl).map_err(|e| e.at(&path))?;
+            in_flight.insert(name.clone(), l);
+        }
         Ok(Self {
             store,
             prefix: s.prefix,
@@ -349,6 +419,18 @@ impl Config {
             limits,
             allow: raw.access.allow,
             deny: raw.access.deny,
+            in_flight,
+        })
+    }
+
+    /// The in-flight limit `[in_flight.NAME]` (`rule.unknown_limit` otherwise).
+    pub fn in_flight(&self, name: &str) -> Result<crate::InFlight, ConfigError> {
+        self.in_flight.get(name).cloned().ok_or_else(|| {
+            invalid(
+                ConfigErrorKind::UnknownLimit,
+                format!("in_flight.{name}"),
+                "no such in-flight limit in the configuration",
+            )
         })
     }
 

@@ -56,6 +56,21 @@ fn a_good_file_builds_limits_policies_and_a_limiter() {
 fn each_error_code_from_a_bad_file() {
     let cases: &[(&str, &str, &str)] = &[
         (
+            "[limits.a]\nalgorithm = \"sliding_log\"\nquota = 10\nwindow = \"1m\"\ndelay = { after = 10, first = \"1s\", max = \"8s\" }",
+            "limit.delay_invalid",
+            "limits.a.delay.after",
+        ),
+        (
+            "[limits.a]\nalgorithm = \"sliding_log\"\nquota = 10\nwindow = \"1m\"\ndelay = { after = 5, first = \"1s\", max = \"8s\", growth = \"cubic\" }",
+            "limit.delay_invalid",
+            "limits.a.delay.growth",
+        ),
+        (
+            "[in_flight.exports]\nmax = 0\nttl = \"30s\"",
+            "limit.in_flight_invalid",
+            "in_flight.exports.max",
+        ),
+        (
             "[access]\nallow = [\"10.0.0.0/8\", \"10.0.0.0/33\"]",
             "access.entry_invalid",
             "access.allow[1]",
@@ -194,4 +209,39 @@ fn access_lists_come_from_the_access_table() {
     assert_eq!(deny, ["203.0.113.0/24"]);
     let none = Config::from_toml("").unwrap();
     assert!(none.access_lists().0.is_empty() && none.access_lists().1.is_empty());
+}
+
+#[test]
+fn delays_and_in_flight_limits_come_from_the_file() {
+    let c = Config::from_toml(
+        r#"
+        [limits.account]
+        algorithm = "sliding_log"
+        quota = 1000
+        window = "15m"
+        delay = { after = 5, first = "1s", max = "8s", max_held = 3 }
+
+        [limits.slow]
+        algorithm = "fixed_window"
+        quota = 100
+        window = "1m"
+        delay = { after = 10, first = "100ms", max = "1s", growth = "linear" }
+
+        [in_flight.exports]
+        max = 2
+        ttl = "30s"
+        "#,
+    )
+    .unwrap();
+    let d = c.limit("account").unwrap().delay().unwrap();
+    assert_eq!((d.after(), d.held_at_most()), (5, 3));
+    assert_eq!(d.for_count(8), Duration::from_secs(4));
+    let l = c.limit("slow").unwrap().delay().unwrap();
+    assert_eq!(l.for_count(13), Duration::from_millis(300));
+    let f = c.in_flight("exports").unwrap();
+    assert_eq!((f.max(), f.ttl()), (2, Duration::from_secs(30)));
+    assert_eq!(
+        c.in_flight("nope").unwrap_err().code(),
+        "rule.unknown_limit"
+    );
 }
