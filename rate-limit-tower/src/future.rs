@@ -232,6 +232,20 @@ fn own<R>(resp: Response<Bytes>) -> Response<ResponseBody<R>> {
     resp.map(ResponseBody::own)
 }
 
+/// The inner service's response, holding the request's slots until its body ends, with
+/// this layer's headers.
+fn finish<R>(
+    resp: Response<R>,
+    info: Option<RateLimitInfo>,
+    slots: Vec<Slot>,
+    shared: &Shared,
+    ctx: Ctx,
+) -> Response<ResponseBody<R>> {
+    let mut resp = resp.map(|b| ResponseBody::holding(b, slots));
+    shared.decorate(&mut resp, info, ctx);
+    resp
+}
+
 fn empty_500<R>() -> Response<ResponseBody<R>> {
     let mut r = Response::new(ResponseBody::own(Bytes::new()));
     *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
@@ -279,9 +293,8 @@ where
                             ctx: *ctx,
                         },
                         None => {
-                            let slots = std::mem::take(slots);
-                            let mut resp = resp.map(|b| ResponseBody::holding(b, slots));
-                            shared.decorate(&mut resp, info.take(), *ctx);
+                            let resp =
+                                finish(resp, info.take(), std::mem::take(slots), shared, *ctx);
                             return Poll::Ready(Ok(resp));
                         }
                     }
@@ -298,9 +311,7 @@ where
                     let Some(resp) = response.take() else {
                         return Poll::Ready(Ok(empty_500()));
                     };
-                    let slots = std::mem::take(slots);
-                    let mut resp = resp.map(|b| ResponseBody::holding(b, slots));
-                    shared.decorate(&mut resp, info.take(), *ctx);
+                    let resp = finish(resp, info.take(), std::mem::take(slots), shared, *ctx);
                     return Poll::Ready(Ok(resp));
                 }
                 KindProj::Check {

@@ -11,6 +11,7 @@ use tower_service::Service;
 
 use crate::answer::accepts_html;
 use crate::body::ResponseBody;
+use crate::extract::Rejection;
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::headers;
 use crate::response;
@@ -100,35 +101,21 @@ where
         for rule in &shared.rules {
             match rule.key.extract(&parts) {
                 Ok(p) => chain.push(Check::new(rule.limit.key(p), rule.cost)),
-                Err(rejection) => {
-                    let mut resp = response::rejection_response(&rejection);
-                    if ctx.origin {
-                        headers::expose(resp.headers_mut());
-                    }
-                    return ResponseFuture::ready(resp);
-                }
+                Err(rejection) => return rejected(&rejection, ctx),
             }
         }
         let mut slots = Vec::new();
         for rule in &shared.in_flight {
             match rule.key.extract(&parts) {
                 Ok(p) => slots.push(rule.limit.slots(p)),
-                Err(rejection) => {
-                    let mut resp = response::rejection_response(&rejection);
-                    if ctx.origin {
-                        headers::expose(resp.headers_mut());
-                    }
-                    return ResponseFuture::ready(resp);
-                }
+                Err(rejection) => return rejected(&rejection, ctx),
             }
         }
         let req = Request::from_parts(parts, body);
         if !slots.is_empty() {
             // Slots first (a store call each), then the rules, in the response future.
-            let clone = self.inner.clone();
-            let inner = std::mem::replace(&mut self.inner, clone);
             let check = CheckFuture::with_slots(Arc::clone(shared), chain, slots, ctx);
-            return ResponseFuture::check(check, inner, req, Arc::clone(shared), ctx);
+            return self.checked(check, req, ctx);
         }
         // A store that answers from memory (the memory store; the Redis deny cache) is
         // answered here, with no future to box and no service to clone.
@@ -139,10 +126,8 @@ where
             crate::metrics::latency(started.elapsed());
             if answer.decision().is_some_and(|d| !d.delay().is_zero()) {
                 // Over a delayed limit's threshold: held first, in the response future.
-                let clone = self.inner.clone();
-                let inner = std::mem::replace(&mut self.inner, clone);
                 let check = CheckFuture::held(Arc::clone(shared), chain, answer);
-                return ResponseFuture::check(check, inner, req, Arc::clone(shared), ctx);
+                return self.checked(check, req, ctx);
             }
             let reservation = shared.reservation(&answer, &chain);
             let seed = crate::answer::refusal_seed(&answer, &chain);
@@ -161,10 +146,29 @@ where
                 ),
             };
         }
+        let check = CheckFuture::new(Arc::clone(&self.shared), chain);
+        self.checked(check, req, ctx)
+    }
+}
+
+impl<S: Clone> RateLimit<S> {
+    /// The response future that runs `check`, then calls the inner service or answers.
+    fn checked<B>(&mut self, check: CheckFuture, req: Request<B>, ctx: Ctx) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
         // Take the service that was polled ready; leave a fresh clone in its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let check = CheckFuture::new(Arc::clone(&self.shared), chain);
         ResponseFuture::check(check, inner, req, Arc::clone(&self.shared), ctx)
     }
+}
+
+/// An extractor's rejection (400, 401), with CORS exposure for a request with `Origin`.
+fn rejected<S: Service<Request<B>>, B>(rejection: &Rejection, ctx: Ctx) -> ResponseFuture<S, B> {
+    let mut resp = response::rejection_response(rejection);
+    if ctx.origin {
+        headers::expose(resp.headers_mut());
+    }
+    ResponseFuture::ready(resp)
 }
