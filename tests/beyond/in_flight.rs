@@ -47,23 +47,24 @@ impl http_body::Body for Ticks {
     }
 }
 
+/// `x-rows` chunks, one every 50 ms, after the headers.
+async fn export_rows(headers: axum::http::HeaderMap) -> axum::body::Body {
+    let rows = headers["x-rows"].to_str().unwrap().parse().unwrap();
+    let every = Duration::from_millis(50);
+    axum::body::Body::new(Ticks {
+        left: rows,
+        every,
+        sleep: Box::pin(tokio::time::sleep(every)),
+    })
+}
+
 async fn server(store: AnyStore) -> Server {
     let exports = InFlight::new("exports", 2, Duration::from_secs(1)).unwrap();
     let layer = RateLimitLayer::new(store).in_flight(InFlightRule::new(
         exports,
         HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
     ));
-    // `x-rows` chunks, one every 50 ms, after the headers.
-    let export = |headers: axum::http::HeaderMap| async move {
-        let rows = headers["x-rows"].to_str().unwrap().parse().unwrap();
-        let every = Duration::from_millis(50);
-        axum::body::Body::new(Ticks {
-            left: rows,
-            every,
-            sleep: Box::pin(tokio::time::sleep(every)),
-        })
-    };
-    Server::start(Router::new().route("/export", get(export).route_layer(layer)))
+    Server::start(Router::new().route("/export", get(export_rows).route_layer(layer)))
         .await
         .unwrap()
 }
@@ -347,16 +348,7 @@ async fn a_down_store_falls_back_as_each_in_flight_rule_says() {
             )
             .on_store_error(policy),
         );
-        let export = |headers: axum::http::HeaderMap| async move {
-            let rows = headers["x-rows"].to_str().unwrap().parse().unwrap();
-            let every = Duration::from_millis(50);
-            axum::body::Body::new(Ticks {
-                left: rows,
-                every,
-                sleep: Box::pin(tokio::time::sleep(every)),
-            })
-        };
-        Router::new().route("/export", get(export).route_layer(layer))
+        Router::new().route("/export", get(export_rows).route_layer(layer))
     };
     let closed = Server::start(app(FailurePolicy::Closed)).await.unwrap();
     assert_eq!(export(&closed, "ada", 1).await.status(), 503);
