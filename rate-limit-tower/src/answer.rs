@@ -173,7 +173,7 @@ impl Answering {
             .iter()
             .map(|c| Arc::from(c.key().limit().name()))
             .collect();
-        let seed = refusal_seed(&answer, chain);
+        let seed = self.jitter_seed(&answer, chain);
         self.verdict(answer, &names, wants_html, seed)
     }
 
@@ -284,9 +284,18 @@ impl Answering {
     }
 }
 
-/// A seed for the refused check of `answer` (its principal and limit), for jitter; 0 when
-/// nothing was refused.
-pub(crate) fn refusal_seed(answer: &Answer, chain: &Chain) -> u64 {
+impl Answering {
+    /// A seed for the refused check of `answer` (its principal and limit), for jitter; 0
+    /// when nothing was refused or jitter is off (a refusal flood hashes nothing then).
+    pub(crate) fn jitter_seed(&self, answer: &Answer, chain: &Chain) -> u64 {
+        if self.jitter == 0 {
+            return 0;
+        }
+        refusal_seed(answer, chain)
+    }
+}
+
+fn refusal_seed(answer: &Answer, chain: &Chain) -> u64 {
     let refused = answer
         .decision()
         .and_then(|d| d.denied_by())

@@ -91,7 +91,7 @@ async fn check(shared: &Shared, chain: &Chain) -> Answer {
 async fn settle(shared: &Shared, chain: &Chain, answer: Answer, slots: Vec<Slot>) -> Checked {
     let answer = shared.holding.hold(&shared.limiter, chain, answer).await;
     let reservation = shared.reservation(&answer, chain);
-    let seed = crate::answer::refusal_seed(&answer, chain);
+    let seed = shared.answering.jitter_seed(&answer, chain);
     Checked::Answer(answer, reservation, slots, seed)
 }
 

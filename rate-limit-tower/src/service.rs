@@ -130,7 +130,7 @@ where
                 return self.checked(check, req, ctx);
             }
             let reservation = shared.reservation(&answer, &chain);
-            let seed = crate::answer::refusal_seed(&answer, &chain);
+            let seed = shared.answering.jitter_seed(&answer, &chain);
             return match shared.next(answer, ctx, seed) {
                 Next::Respond(mut resp) => {
                     shared.expose(&mut resp, ctx);

@@ -71,7 +71,7 @@ impl Shared {
     }
 
     /// Turns the limiter's answer into what the service does next.
-    /// `seed` names the refused principal, for jitter ([`refusal_seed`](crate::answer::refusal_seed)).
+    /// `seed` names the refused principal, for jitter (`Answering::jitter_seed`).
     pub(crate) fn next(&self, answer: Answer, ctx: Ctx, seed: u64) -> Next {
         match self
             .answering
