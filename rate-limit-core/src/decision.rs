@@ -36,6 +36,8 @@ pub struct Decision {
     /// For an allowed decision of a delayed limit: how long to hold the request (µs; at
     /// most a minute, so it fits the struct's padding).
     delay_us: u32,
+    /// A ban's decision ([`Limit::ban`](crate::Limit::ban)).
+    ban: bool,
 }
 
 impl Decision {
@@ -48,6 +50,7 @@ impl Decision {
             retry_after_us: 0,
             window_us,
             delay_us: 0,
+            ban: false,
         }
     }
 
@@ -67,6 +70,7 @@ impl Decision {
             retry_after_us,
             window_us,
             delay_us: 0,
+            ban: false,
         }
     }
 
@@ -84,6 +88,7 @@ impl Decision {
             retry_after_us: 0,
             window_us,
             delay_us: 0,
+            ban: false,
         }
     }
 
@@ -162,6 +167,18 @@ impl Decision {
         }
     }
 
+    /// Whether this is a ban's decision ([`Limit::ban`](crate::Limit::ban)): allowed, the
+    /// principal is not banned (`remaining` refusals to go before it is); denied, it is
+    /// banned, for [`retry_after`](Self::retry_after) more.
+    pub fn is_ban(&self) -> bool {
+        self.ban
+    }
+
+    /// The same decision, marked as a ban's.
+    pub(crate) fn as_ban(self) -> Self {
+        Self { ban: true, ..self }
+    }
+
     /// The same decision with `units` more remaining (at most the limit).
     pub(crate) fn plus_remaining(&self, units: u64) -> Self {
         Self {
@@ -174,14 +191,17 @@ impl Decision {
     /// down (a cached refusal's answer).
     #[cfg(feature = "redis")]
     pub(crate) fn aged(&self, elapsed_us: u64) -> Self {
-        Self::from_parts(
-            self.outcome,
-            self.limit,
-            self.remaining,
-            self.reset_after_us.saturating_sub(elapsed_us),
-            self.retry_after_us.saturating_sub(elapsed_us),
-            self.window_us,
-        )
+        Self {
+            ban: self.ban,
+            ..Self::from_parts(
+                self.outcome,
+                self.limit,
+                self.remaining,
+                self.reset_after_us.saturating_sub(elapsed_us),
+                self.retry_after_us.saturating_sub(elapsed_us),
+                self.window_us,
+            )
+        }
     }
 }
 
@@ -325,11 +345,12 @@ impl ChainDecision {
 
     /// The decision to describe in single-valued headers: on a denial, the limit that
     /// denied; otherwise the one with the fewest units remaining (ties: the later reset).
+    /// A ban that lets the request through is no quota, and is never the headline.
     pub fn headline(&self) -> Option<&Decision> {
         if let Some((_, d)) = self.denied_by() {
             return Some(d);
         }
-        self.decisions.iter().min_by(|a, b| {
+        self.decisions.iter().filter(|d| !d.ban).min_by(|a, b| {
             a.remaining
                 .cmp(&b.remaining)
                 .then(b.reset_after_us.cmp(&a.reset_after_us))

@@ -58,8 +58,8 @@ pub use error::{ConfigError, ConfigErrorKind};
 pub use inflight::{InFlight, MAX_SLOT_TTL, MIN_SLOT_TTL, Slot, SlotAnswer, SlotKey, Slots, Taken};
 pub use key::Key;
 pub use limit::{
-    AlgorithmKind, Delay, Growth, Limit, MAX_DELAY, MAX_LEASE_LIFETIME, MAX_SLIDING_PRODUCT,
-    MAX_SPAN, MIN_WINDOW,
+    AlgorithmKind, Delay, Growth, Limit, MAX_BAN_AFTER, MAX_DELAY, MAX_LEASE_LIFETIME,
+    MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW,
 };
 pub use limiter::{Answer, FailurePolicy, FailureReason, Holding, Limiter, LimiterBuilder};
 pub use name::{MAX_NAME_LEN, validate_name};

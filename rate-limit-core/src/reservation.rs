@@ -3,6 +3,7 @@
 
 use crate::chain::{Chain, Check};
 use crate::decision::ChainDecision;
+use crate::limit::Params;
 
 /// Units an admitted chain charged, held until the request's outcome is known: kept (drop
 /// it, or call [`keep`](Self::keep)), or given back with
@@ -73,7 +74,8 @@ impl Reservation {
             .iter()
             .enumerate()
             .take(decision.decisions().len())
-            .filter(|(_, c)| c.cost() > 0)
+            // A ban's gate charges nothing.
+            .filter(|(_, c)| c.cost() > 0 && !matches!(c.key().params(), Params::Ban { .. }))
             .map(|(i, c)| Reserved {
                 index: i,
                 check: c.clone(),

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use crate::decision::Decision;
 use crate::limit::Params;
 
+mod ban;
 mod bucket;
 mod fixed;
 mod log;
@@ -65,10 +66,24 @@ pub(crate) fn verdict(
 /// The state one key holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum State {
-    Fixed { window: u64, count: u64 },
-    Sliding { window: u64, curr: u64, prev: u64 },
-    Bucket { tat: u64 },
+    Fixed {
+        window: u64,
+        count: u64,
+    },
+    Sliding {
+        window: u64,
+        curr: u64,
+        prev: u64,
+    },
+    Bucket {
+        tat: u64,
+    },
     Log(VecDeque<(u64, u64)>),
+    /// A ban's end (µs) and the refusals counted towards the next, `(timestamp, count)`.
+    Ban {
+        until: u64,
+        events: VecDeque<(u64, u64)>,
+    },
 }
 
 impl State {
@@ -86,6 +101,10 @@ impl State {
             },
             Params::Bucket { .. } => Self::Bucket { tat: 0 },
             Params::Log { .. } => Self::Log(VecDeque::new()),
+            Params::Ban { .. } => Self::Ban {
+                until: 0,
+                events: VecDeque::new(),
+            },
         }
     }
 
@@ -97,6 +116,7 @@ impl State {
                 | (Self::Sliding { .. }, Params::Sliding { .. })
                 | (Self::Bucket { .. }, Params::Bucket { .. })
                 | (Self::Log(_), Params::Log { .. })
+                | (Self::Ban { .. }, Params::Ban { .. })
         )
     }
 
@@ -114,6 +134,10 @@ impl State {
             (Self::Log(log), Params::Log { window: w, .. }) => {
                 log.back().map_or(0, |&(t, _)| t.saturating_add(w))
             }
+            (Self::Ban { until, events }, Params::Ban { within, .. }) => events
+                .back()
+                .map_or(0, |&(t, _)| t.saturating_add(within))
+                .max(*until),
             _ => 0,
         }
     }
@@ -153,6 +177,20 @@ pub(crate) fn step(params: Params, state: &State, now: u64, cost: u64, charge: C
         }
         (Params::Log { quota, window }, State::Log(log)) => {
             log::step(quota, window, log, now, cost, charge)
+        }
+        // A ban's gate charges nothing; a charge (overdraw) counts its cost in refusals.
+        (Params::Ban { after, within, ban }, State::Ban { until, events }) => {
+            let next = (charge == Charge::Overdraw)
+                .then(|| ban::count(after, within, ban, *until, events, now, cost))
+                .flatten();
+            let decision = match &next {
+                Some((until, events)) => ban::gate(after, within, ban, *until, events, now),
+                None => ban::gate(after, within, ban, *until, events, now),
+            };
+            Step {
+                decision,
+                next: next.map(|(until, events)| State::Ban { until, events }),
+            }
         }
         // `fits` guarantees the pairs above; a mismatch cannot reach here, but answer
         // safely rather than panic: nothing fits, nothing changes.
@@ -215,6 +253,16 @@ pub(crate) fn refund(params: Params, state: &State, at: u64, cost: u64) -> Optio
     }
 }
 
+/// Counts `n` refusals on a ban's `state` at `now` (see [`Limit::ban`](crate::Limit::ban)):
+/// the state to write, or `None` when nothing changes (banned already, or not a ban).
+pub(crate) fn ban_refusals(params: Params, state: &State, now: u64, n: u64) -> Option<State> {
+    let (Params::Ban { after, within, ban }, State::Ban { until, events }) = (params, state) else {
+        return None;
+    };
+    ban::count(after, within, ban, *until, events, now, n)
+        .map(|(until, events)| State::Ban { until, events })
+}
+
 /// `a * b / c` rounded down, in `u128`, saturated to `u64`.
 pub(crate) fn mul_div(a: u64, b: u64, c: u64) -> u64 {
     if c == 0 {
@@ -253,6 +301,19 @@ pub(crate) mod testing {
                 self.state = next;
             }
             s.decision
+        }
+
+        /// Counts `n` refusals (a ban's).
+        pub(crate) fn count(&mut self, now: u64, n: u64) {
+            let fresh = State::fresh(self.params);
+            let state = if self.state.fits(self.params) {
+                &self.state
+            } else {
+                &fresh
+            };
+            if let Some(next) = ban_refusals(self.params, state, now, n) {
+                self.state = next;
+            }
         }
 
         /// Runs a check on a copy: what would happen, without changing anything.

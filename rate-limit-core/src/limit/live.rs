@@ -99,6 +99,12 @@ impl Limit {
                 // Same refill rate: one token per `interval` µs.
                 Self::token_bucket(self.name(), quota, 1, Duration::from_micros(interval))?
             }
+            Params::Ban { within, ban, .. } => Self::ban(
+                self.name(),
+                quota,
+                Duration::from_micros(within),
+                Duration::from_micros(ban),
+            )?,
         };
         self.inner.store(next.params());
         Ok(())

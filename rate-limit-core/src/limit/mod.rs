@@ -47,6 +47,8 @@ pub enum AlgorithmKind {
     /// A token bucket (GCRA, one timestamp per key): bursts up to the capacity, refilled
     /// at an average rate.
     TokenBucket,
+    /// A ban ([`Limit::ban`]): refuses its principal for a while after enough refusals.
+    Ban,
 }
 
 impl AlgorithmKind {
@@ -57,6 +59,7 @@ impl AlgorithmKind {
             Self::SlidingWindow => "sliding_window",
             Self::SlidingLog => "sliding_log",
             Self::TokenBucket => "token_bucket",
+            Self::Ban => "ban",
         }
     }
 }
@@ -81,7 +84,19 @@ pub(crate) enum Params {
         capacity: u64,
         interval: u64,
     },
+    /// A ban: `after` refusals within `within` µs ban the principal for `ban` µs.
+    Ban {
+        after: u64,
+        within: u64,
+        ban: u64,
+    },
 }
+
+/// The most refusals a ban may wait for ([`Limit::ban`]): its state keeps one timestamp
+/// per refusal counted.
+pub const MAX_BAN_AFTER: u64 = 1_000;
+/// `Params::Ban` packs `after` into the low bits of its first word.
+const BAN_AFTER_BITS: u32 = 10;
 
 /// A named limit: an algorithm with its quota and window. Cheap to clone.
 ///
@@ -111,6 +126,9 @@ impl Params {
             Self::Sliding { quota, window } => (AlgorithmKind::SlidingWindow, quota, window),
             Self::Log { quota, window } => (AlgorithmKind::SlidingLog, quota, window),
             Self::Bucket { capacity, interval } => (AlgorithmKind::TokenBucket, capacity, interval),
+            Self::Ban { after, within, ban } => {
+                (AlgorithmKind::Ban, within << BAN_AFTER_BITS | after, ban)
+            }
         }
     }
 
@@ -131,6 +149,11 @@ impl Params {
             AlgorithmKind::TokenBucket => Self::Bucket {
                 capacity: a,
                 interval: b,
+            },
+            AlgorithmKind::Ban => Self::Ban {
+                after: a & ((1 << BAN_AFTER_BITS) - 1),
+                within: a >> BAN_AFTER_BITS,
+                ban: b,
             },
         }
     }
@@ -284,6 +307,83 @@ impl Limit {
         Ok(Self::build(name, Params::Bucket { capacity, interval }))
     }
 
+    /// A ban (fail2ban for HTTP): when the checks after it in a chain refuse its principal
+    /// `after` times within `within`, the principal is banned for `duration`. A banned
+    /// principal is refused by the ban itself, at once, with the ban's remaining time as
+    /// the retry-after, and nothing else in the chain is read or counted.
+    ///
+    /// - **What counts**: a refusal of the chain by a check *after* the ban, of the *same
+    ///   principal* (a client IP refused by a per-IP limit), counted by the store in the
+    ///   same atomic call that refused — one round trip, on every instance alike. A chain
+    ///   refused before the ban, or by another principal's limit, counts nothing. To ban on
+    ///   an outcome (failed sign-ins), count the outcome with a limit
+    ///   (`Rule::count_when` in `rate-limit-tower`) and put the ban before it: the limit
+    ///   refuses once the failures are over its quota, and each refusal counts towards the
+    ///   ban. [`Store::charge`](crate::Store::charge) on a ban's key counts its cost in
+    ///   events directly.
+    /// - **Exact**: the last `after` refusals are kept with their times, so any `within`
+    ///   holding `after` refusals bans; the state is a timestamp per refusal counted (at
+    ///   most [`MAX_BAN_AFTER`]), and expires with the ban or the window.
+    /// - **Only principals the requester controls**: a client IP or an API key. A ban of
+    ///   an account anyone can name (a user name on a sign-in form) would let anyone lock
+    ///   its owner out; the Tower layer refuses to ban other kinds.
+    ///
+    /// `limit.quota_zero` for `after` of 0, `limit.overflow` above [`MAX_BAN_AFTER`];
+    /// `within` and `duration` are windows (`limit.window_invalid`, `limit.overflow`).
+    ///
+    /// ```
+    /// use rate_limit_core::{Chain, Limit, MemoryStore, Principal, Store};
+    /// use std::time::Duration;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+    /// let s = Duration::from_secs;
+    /// // Refused 3 times within 10 minutes by the per-IP limit: banned for an hour.
+    /// let ban = Limit::ban("ip-ban", 3, s(600), s(3_600))?;
+    /// let per_ip = Limit::fixed_window("per-ip", 1, s(60))?;
+    /// let ip = Principal::ip("203.0.113.9".parse()?);
+    /// let chain = Chain::new().check(&ban, ip.clone()).check(&per_ip, ip);
+    /// let store = MemoryStore::new();
+    /// assert!(store.check(&chain).await?.is_allowed());
+    /// for _ in 0..3 {
+    ///     let refused = store.check(&chain).await?;
+    ///     assert_eq!(refused.denied_by().unwrap().0, 1); // the per-IP limit refused
+    /// }
+    /// let banned = store.check(&chain).await?;
+    /// let (by, decision) = banned.denied_by().unwrap();
+    /// assert!(by == 0 && decision.is_ban());
+    /// assert!(decision.retry_after().unwrap() > s(3_599));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ban(
+        name: &str,
+        after: u64,
+        within: Duration,
+        duration: Duration,
+    ) -> Result<Self, ConfigError> {
+        validate_name(name)?;
+        let after = quota("after", after)?;
+        if after > MAX_BAN_AFTER {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Overflow,
+                "after",
+                format!("a ban counts at most {MAX_BAN_AFTER} refusals, got {after}"),
+            ));
+        }
+        let within = micros("within", within)?;
+        let ban = micros("duration", duration)?;
+        Ok(Self::build(name, Params::Ban { after, within, ban }))
+    }
+
+    /// For a ban ([`Limit::ban`]), how long it bans.
+    pub fn ban_duration(&self) -> Option<Duration> {
+        match self.params() {
+            Params::Ban { ban, .. } => Some(Duration::from_micros(ban)),
+            _ => None,
+        }
+    }
+
     /// The limit's name; keys are namespaced by it.
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -301,6 +401,7 @@ impl Limit {
             | Params::Sliding { quota, .. }
             | Params::Log { quota, .. } => quota,
             Params::Bucket { capacity, .. } => capacity,
+            Params::Ban { after, .. } => after,
         }
     }
 
@@ -315,6 +416,7 @@ impl Limit {
             | Params::Sliding { window, .. }
             | Params::Log { window, .. } => window,
             Params::Bucket { capacity, interval } => capacity * interval,
+            Params::Ban { within, .. } => within,
         }
     }
 
@@ -372,10 +474,10 @@ impl Limit {
                 detail,
             ))
         };
-        if self.kind() == AlgorithmKind::SlidingLog {
+        if matches!(self.kind(), AlgorithmKind::SlidingLog | AlgorithmKind::Ban) {
             return invalid(
                 "lease",
-                "a sliding log is exact by design and cannot be leased".into(),
+                "a sliding log or a ban is exact by design and cannot be leased".into(),
             );
         }
         if self.delay().is_some() {
@@ -429,7 +531,10 @@ impl Limit {
     /// # Ok::<(), rate_limit_core::ConfigError>(())
     /// ```
     pub fn delayed(self, delay: Delay) -> Result<Self, ConfigError> {
-        if delay.after() >= self.quota() || self.lease().is_some() {
+        if delay.after() >= self.quota()
+            || self.lease().is_some()
+            || self.kind() == AlgorithmKind::Ban
+        {
             return Err(ConfigError::new(
                 ConfigErrorKind::DelayInvalid,
                 "delay.after",

@@ -337,15 +337,28 @@ impl MemoryStore {
             let state = earlier.unwrap_or_else(|| in_store.clone());
             let step = algorithm::step(params, &state, now, check.cost(), charge);
             let allowed = step.decision.is_allowed();
+            // A banned principal: nothing is charged, whatever the mode.
+            let banned = !allowed && step.decision.is_ban();
             decisions.push(step.decision);
             pending.push(step.next);
             stored.push(in_store);
-            if !allowed && mode == ChainMode::InOrder {
+            if !allowed && (mode == ChainMode::InOrder || banned) {
                 // Nothing is charged: the limits before the refusal report their state as
                 // it stays, not as it would have been.
                 for (j, d) in decisions.iter_mut().enumerate().take(i) {
                     let params = checks[j].key().params();
                     *d = algorithm::step(params, &stored[j], now, 0, Charge::IfFits).decision;
+                }
+                if !banned {
+                    self.count_ban_refusals(
+                        checks,
+                        &digests,
+                        &owners,
+                        &stored,
+                        i,
+                        &mut guards,
+                        now,
+                    );
                 }
                 return ChainDecision::from_decisions(decisions).charged_at(now);
             }
@@ -364,7 +377,37 @@ impl MemoryStore {
                 }
             }
         }
+        if let Some((r, _)) = result.denied_by() {
+            self.count_ban_refusals(checks, &digests, &owners, &stored, r, &mut guards, now);
+        }
         result
+    }
+
+    /// Counts a refusal by check `refused` on the bans before it of the same principal
+    /// (see [`Limit::ban`](crate::Limit::ban)), under the chain's shard locks.
+    #[allow(clippy::too_many_arguments)]
+    fn count_ban_refusals(
+        &self,
+        checks: &[Check],
+        digests: &[[u64; 2]],
+        owners: &[usize],
+        stored: &[State],
+        refused: usize,
+        guards: &mut [(usize, MutexGuard<'_, Shard>)],
+        now: u64,
+    ) {
+        let who = checks[refused].key().principal();
+        for (j, check) in checks.iter().enumerate().take(refused) {
+            let params = check.key().params();
+            if !matches!(params, Params::Ban { .. }) || check.key().principal() != who {
+                continue;
+            }
+            if let Some(next) = algorithm::ban_refusals(params, &stored[j], now, check.cost())
+                && let Some(g) = guards.iter().position(|(i, _)| *i == owners[j])
+            {
+                self.write(&mut guards[g].1, &digests[j], next, params, now);
+            }
+        }
     }
 
     fn sweep_if_due(&self, shard: &mut Shard, now: u64) {

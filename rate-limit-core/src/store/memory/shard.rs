@@ -17,6 +17,13 @@ const TAG_FIXED: u64 = 1;
 const TAG_SLIDING: u64 = 2;
 const TAG_BUCKET: u64 = 3;
 const TAG_LOG: u64 = 4;
+/// A ban: its refusals in the log slab, its end in the second word.
+const TAG_BAN: u64 = 5;
+
+/// Whether a first word's state keeps entries in the log slab.
+fn has_log(a: u64) -> bool {
+    matches!(a >> TAG_SHIFT, TAG_LOG | TAG_BAN)
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -97,12 +104,11 @@ impl Shard {
                 prev: e.b & u64::from(u32::MAX),
             },
             TAG_BUCKET => State::Bucket { tat: payload },
-            TAG_LOG => State::Log(
-                self.logs
-                    .get(usize::try_from(payload).unwrap_or(usize::MAX))
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
+            TAG_LOG => State::Log(self.log_at(payload)),
+            TAG_BAN => State::Ban {
+                until: e.b,
+                events: self.log_at(payload),
+            },
             // Unknown tags cannot be written; read them as "nothing stored".
             _ => State::Fixed {
                 window: 0,
@@ -111,9 +117,16 @@ impl Shard {
         }
     }
 
+    fn log_at(&self, slot: u64) -> VecDeque<(u64, u64)> {
+        self.logs
+            .get(usize::try_from(slot).unwrap_or(usize::MAX))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     fn encode(&mut self, state: State, old_a: Option<u64>) -> (u64, u64) {
         let old_log = old_a
-            .filter(|a| a >> TAG_SHIFT == TAG_LOG)
+            .filter(|&a| has_log(a))
             .and_then(|a| u32::try_from(a & PAYLOAD).ok());
         match state {
             State::Fixed { window, count } => {
@@ -135,6 +148,14 @@ impl Shard {
                 };
                 self.logs[slot as usize] = log;
                 (pack(TAG_LOG, u64::from(slot)), 0)
+            }
+            State::Ban { until, events } => {
+                let slot = match old_log {
+                    Some(slot) => slot,
+                    None => self.alloc_log(),
+                };
+                self.logs[slot as usize] = events;
+                (pack(TAG_BAN, u64::from(slot)), until)
             }
         }
     }
@@ -255,7 +276,7 @@ impl Shard {
         self.entries.retain(|e| {
             let k = keep(idx, e);
             idx += 1;
-            if !k && e.a >> TAG_SHIFT == TAG_LOG {
+            if !k && has_log(e.a) {
                 dropped_logs.push(u32::try_from(e.a & PAYLOAD).ok());
             }
             k
@@ -317,6 +338,10 @@ mod tests {
                 tat: 1_800_000_000_000_000,
             },
             State::Log(VecDeque::from([(1, 1), (2, 3)])),
+            State::Ban {
+                until: 1_800_000_000_000_000,
+                events: VecDeque::from([(4, 1)]),
+            },
         ];
         for (n, st) in states.iter().enumerate() {
             let key = [n as u64, 1];

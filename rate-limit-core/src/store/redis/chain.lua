@@ -10,7 +10,8 @@
 --          3 count attempts: charge in order up to and including the first refusal),
 --          its number of checks n, then per check: algorithm (1 fixed, 2 sliding, 3 log,
 --          4 bucket) + 16 × the units a lease asks for beyond the cost (in order, mode 0,
---          only), quota or capacity, window or emission interval (us), cost
+--          only), quota or capacity, window or emission interval (us), cost; or for a ban:
+--          5 + 16 × the refusals one refusal counts, after, within (us), the ban (us)
 -- Returns {now_us, chains, then per chain: 0, n, then per evaluated check: outcome
 --          (0 allowed, 1 denied, 2 never fits; allowed with a lease granted: 4 × units),
 --          limit, remaining (after the grant), reset_us, retry_us, window_us; or 1, 0 for
@@ -179,6 +180,55 @@ end
 
 local steps = {fixed, sliding, log, bucket}
 
+-- A ban (src/algorithm/ban.rs): its state is `until` (µs), then (timestamp, count) per
+-- refusal counted; `after` refusals within `within` ban for `ban` µs. The gate charges
+-- nothing; while banned, nothing counts.
+local function ban_state(st)
+  if type(st) == 'number' then return st, {} end
+  local ev = {}
+  if type(st) == 'table' and #st % 2 == 1 then
+    for j = 2, #st, 2 do ev[#ev + 1] = {min(st[j], now), st[j + 1]} end
+    return st[1], ev
+  end
+  return 0, ev
+end
+
+local function ban_gate(at, after, within, ban, st)
+  local till, ev = ban_state(st)
+  if till > now then
+    local left = till - now
+    out[at + 1], out[at + 2], out[at + 3] = 1, after, 0
+    out[at + 4], out[at + 5], out[at + 6] = max(left, MIN_RETRY), max(left, MIN_RETRY), ban
+    return 1
+  end
+  local counted, last = 0, nil
+  for _, e in ipairs(ev) do
+    if e[1] + within > now then counted = counted + e[2]; last = e[1] end
+  end
+  local reset = 0
+  if last then reset = last + within - now end
+  out[at + 1], out[at + 2], out[at + 3] = 0, after, max(after - counted, 0)
+  out[at + 4], out[at + 5], out[at + 6] = reset, 0, within
+  return 0
+end
+
+-- Counts n refusals: the new state and when it expires, or nil while banned.
+local function ban_count(after, within, ban, st, n)
+  local till, ev = ban_state(st)
+  if till > now or n <= 0 then return nil end
+  local live, counted = {}, 0
+  for _, e in ipairs(ev) do
+    if e[1] + within > now then live[#live + 1] = e; counted = counted + e[2] end
+  end
+  local last = live[#live]
+  if last and last[1] == now then last[2] = last[2] + n else live[#live + 1] = {now, n} end
+  counted = counted + n
+  if counted >= after then return now + ban, now + ban end
+  local flat = {till}
+  for _, e in ipairs(live) do flat[#flat + 1] = e[1]; flat[#flat + 1] = e[2] end
+  return flat, max(now + within, till)
+end
+
 -- Stored states: numbers separated by spaces, read once per key (MGET); in here one
 -- number is kept as a number, more as a table. Anything else (corrupt data, another type,
 -- the wrong count for the algorithm) counts as no state; the next write replaces it.
@@ -192,7 +242,7 @@ for from = 1, #KEYS, 1000 do     -- MGET in parts: unpack's results must fit Lua
   for i = from, to do raw[KEYS[i]] = got[i - from + 1] end
 end
 local state, expiry = {}, {}     -- per key: the state as charged so far (false: none)
-local find, gmatch, format = string.find, string.gmatch, string.format
+local find, gmatch, format, match = string.find, string.gmatch, string.format, string.match
 
 local function parse(s)
   if type(s) ~= 'string' then return false end
@@ -232,6 +282,22 @@ local pk, pv, pe = {}, {}, {}   -- one chain's charges (key, state, expiry) per 
 -- (no clearing between chains, no scan of the chain's earlier checks).
 local at, mine, number = {}, {}, 0
 
+-- A refusal of the chain by check r: each ban before it of the same principal (the key's
+-- hash tag) counts it.
+local function count_bans(k, a, r)
+  local tag = match(KEYS[k + r], '{([^}]*)}')
+  for j = 1, r - 1 do
+    local p = a + (j - 1) * 4
+    local code = tonumber(ARGV[p + 1])
+    local key = KEYS[k + j]
+    if code % 16 == 5 and match(key, '{([^}]*)}') == tag then
+      local nx, exp = ban_count(tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]),
+                                tonumber(ARGV[p + 4]), current(key), (code - 5) / 16)
+      if nx then state[key] = nx; expiry[key] = exp end
+    end
+  end
+end
+
 -- One chain: its keys are KEYS[k + 1 ..], its checks' numbers ARGV[a + 1 ..]. Writes its
 -- output after out[head]; returns how many checks it evaluated. What it charged is kept
 -- only when it passes.
@@ -251,8 +317,31 @@ local function chain(head, mode, n, k, a)
     local algo = code % 16
     local step, q, w, cost = steps[algo], tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]),
                              tonumber(ARGV[p + 4])
-    local o, nx, exp = step(o6, q, w, st, cost, charge)
-    if code > 15 and o == 0 and charge == IFFITS then
+    local o, nx, exp
+    if algo == 5 then
+      -- A ban's gate; a charge (overdraw) counts its refusals first.
+      if charge == OVERDRAW then nx, exp = ban_count(q, w, cost, st, (code - 5) / 16) end
+      o = ban_gate(o6, q, w, cost, nx or st)
+      if o ~= 0 then
+        -- Banned: nothing is charged, whatever the mode.
+        for j = 1, i - 1 do
+          local q = a + (j - 1) * 4
+          local c = tonumber(ARGV[q + 1])
+          if c % 16 == 5 then
+            ban_gate(base + (j - 1) * 6, tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]),
+                     tonumber(ARGV[q + 4]), current(KEYS[k + j]))
+          else
+            steps[c % 16](base + (j - 1) * 6, tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]),
+                          current(KEYS[k + j]), 0, IFFITS)
+          end
+        end
+        if nx then state[key] = nx; expiry[key] = exp end
+        return i
+      end
+    else
+      o, nx, exp = step(o6, q, w, st, cost, charge)
+    end
+    if code > 15 and algo ~= 5 and o == 0 and charge == IFFITS then
       -- A lease: also take up to `extra` units, at most a quarter of what is left after
       -- the cost. What is left says they fit; the outcome carries the grant (4 × units).
       local g = min((code - algo) / 16, floor(out[o6 + 3] / 4))
@@ -268,9 +357,13 @@ local function chain(head, mode, n, k, a)
       -- Nothing is charged: the limits before the refusal report their state as it stays.
       for j = 1, i - 1 do
         local q = a + (j - 1) * 4
-        steps[tonumber(ARGV[q + 1]) % 16](base + (j - 1) * 6, tonumber(ARGV[q + 2]),
-                                     tonumber(ARGV[q + 3]), current(KEYS[k + j]), 0, IFFITS)
+        local c = tonumber(ARGV[q + 1])
+        if c % 16 ~= 5 then
+          steps[c % 16](base + (j - 1) * 6, tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]),
+                        current(KEYS[k + j]), 0, IFFITS)
+        end
       end
+      count_bans(k, a, i)
       return i
     end
     -- Counting attempts: charged up to here, the refusal included; nothing after it.
@@ -278,6 +371,11 @@ local function chain(head, mode, n, k, a)
   end
   for i = 1, evaluated do
     if pv[i] then state[pk[i]] = pv[i]; expiry[pk[i]] = pe[i] end
+  end
+  if mode ~= 2 then
+    for i = 1, evaluated do
+      if out[base + (i - 1) * 6 + 1] % 4 ~= 0 then count_bans(k, a, i) break end
+    end
   end
   return evaluated
 end

@@ -172,8 +172,13 @@ impl DenyCache {
         };
         let key = check.key();
         // A leased key's units come back to Redis when slices end, here or in another
-        // process: more than time can undo its refusal.
-        if self.is_refundable(key.limit().name()) || key.limit().lease().is_some() {
+        // process: more than time can undo its refusal. A refusal that a ban before it
+        // counts must reach Redis every time to be counted (a ban's own refusal is cached:
+        // it counts nothing).
+        if self.is_refundable(key.limit().name())
+            || key.limit().lease().is_some()
+            || decisions[..j].iter().any(Decision::is_ban)
+        {
             return;
         }
         let digest = key.digest();

@@ -258,8 +258,8 @@ use deny::DenyCache;
 use error::{bad_answer, classify, store_error};
 use lease::{Leases, Leftover, Take};
 use script::{
-    CHAIN_LUA, Invocation, Mode, REFUND_LUA, SLOTS_LUA, as_charged, decode, head, push_lease,
-    push_params,
+    CHAIN_LUA, Invocation, Mode, REFUND_LUA, SLOTS_LUA, as_charged, decode, head, mark_bans,
+    push_lease, push_params,
 };
 
 /// How often ended slices' unused units are looked for, while slices exist.
@@ -532,13 +532,14 @@ impl RedisStore {
         let sent = self.inner.deny.as_ref().map(DenyCache::now);
         let leased =
             mode == Mode::InOrder && checks.iter().any(|c| c.key().limit().lease().is_some());
-        let decision = if leased {
+        let mut decision = if leased {
             self.check_leased(checks).await?
         } else {
             self.check_checks(checks, &[], mode)
                 .await?
                 .into_chain_decision()
         };
+        mark_bans(checks.iter().map(Check::key), decision.decisions_mut());
         if let (Some(cache), Some(sent)) = (&self.inner.deny, sent) {
             cache.record(chain, decision.decisions(), sent);
         }
@@ -1033,6 +1034,7 @@ impl Store for RedisStore {
         let (_, mut ds, _) = self
             .run(vec![self.key_name(check.key())], Mode::Overdraw, args)
             .await?;
+        mark_bans([check.key()], &mut ds);
         ds.pop().ok_or_else(bad_answer)
     }
 
@@ -1042,6 +1044,7 @@ impl Store for RedisStore {
         let (_, mut ds, _) = self
             .run(vec![self.key_name(key)], Mode::InOrder, args)
             .await?;
+        mark_bans([key], &mut ds);
         ds.pop().ok_or_else(bad_answer)
     }
 

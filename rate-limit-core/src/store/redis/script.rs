@@ -40,6 +40,7 @@ const FIXED: u64 = 1;
 const SLIDING: u64 = 2;
 const LOG: u64 = 3;
 const BUCKET: u64 = 4;
+const BAN: u64 = 5;
 
 /// A script call: `keys`, then `args`.
 ///
@@ -87,6 +88,13 @@ pub(super) fn push_lease(args: &mut Vec<u64>, params: Params, cost: u64, extra: 
         Params::Sliding { quota, window } => (SLIDING, quota, window),
         Params::Log { quota, window } => (LOG, quota, window),
         Params::Bucket { capacity, interval } => (BUCKET, capacity, interval),
+        Params::Ban { after, within, ban } => {
+            // The refusals one refusal counts ride in the code; the cost slot holds the
+            // ban's length.
+            let n = cost.min(u64::from(u32::MAX));
+            args.extend([BAN | n << 4, after, within, ban]);
+            return;
+        }
     };
     // Quotas are at most 2³², so the code stays far below 2⁵³.
     let extra = extra.min(u64::from(u32::MAX));
@@ -98,6 +106,15 @@ pub(super) fn push_lease(args: &mut Vec<u64>, params: Params, cost: u64, extra: 
 pub(super) fn as_charged(check: &mut [u64], units: u64) {
     check[0] &= 0xf;
     check[3] = check[3].saturating_add(units);
+}
+
+/// Marks the decisions of `checks`' bans as bans' (the script's answer does not say).
+pub(super) fn mark_bans<'a>(checks: impl IntoIterator<Item = &'a Key>, decisions: &mut [Decision]) {
+    for (key, d) in checks.into_iter().zip(decisions) {
+        if matches!(key.params(), Params::Ban { .. }) {
+            *d = d.as_ban();
+        }
+    }
 }
 
 /// The head of a chain-script call for `chains` chains.

@@ -1,0 +1,113 @@
+//! Bans: a gate that refuses a banned principal, and a log of the refusals that ban it.
+//!
+//! State: `until` (the ban's end, µs; 0 or past: not banned) and the refusals counted
+//! within the last `within`, as `(timestamp, count)` entries. While banned, nothing is
+//! counted; when `after` refusals are within `within`, the principal is banned until
+//! `now + ban` and the log is cleared. The Redis store's `chain.lua` is the same, line for
+//! line.
+
+use std::collections::VecDeque;
+
+use crate::decision::Decision;
+
+/// The refusals still within `within` of `now` (entries from the future clamped to now).
+fn live(events: &VecDeque<(u64, u64)>, within: u64, now: u64) -> VecDeque<(u64, u64)> {
+    events
+        .iter()
+        .map(|&(t, c)| (t.min(now), c))
+        .filter(|&(t, _)| t.saturating_add(within) > now)
+        .collect()
+}
+
+/// The gate's answer: denied while banned (retry-after: the ban's remaining time),
+/// otherwise allowed with the refusals still to go before a ban as `remaining`.
+pub(super) fn gate(
+    after: u64,
+    within: u64,
+    ban: u64,
+    until: u64,
+    events: &VecDeque<(u64, u64)>,
+    now: u64,
+) -> Decision {
+    if until > now {
+        let left = until - now;
+        return Decision::denied(after, 0, left, left, ban).as_ban();
+    }
+    let log = live(events, within, now);
+    let counted = log.iter().fold(0u64, |s, &(_, c)| s.saturating_add(c));
+    let reset = log.back().map_or(0, |&(t, _)| (t + within) - now);
+    Decision::allowed(after, after.saturating_sub(counted), reset, within).as_ban()
+}
+
+/// Counts `n` refusals at `now`: the new `(until, events)`, or `None` while banned (a
+/// banned principal's requests count nothing).
+pub(super) fn count(
+    after: u64,
+    within: u64,
+    ban: u64,
+    until: u64,
+    events: &VecDeque<(u64, u64)>,
+    now: u64,
+    n: u64,
+) -> Option<(u64, VecDeque<(u64, u64)>)> {
+    if until > now || n == 0 {
+        return None;
+    }
+    let mut log = live(events, within, now);
+    match log.back_mut() {
+        Some((t, c)) if *t == now => *c = c.saturating_add(n),
+        _ => log.push_back((now, n)),
+    }
+    let counted = log.iter().fold(0u64, |s, &(_, c)| s.saturating_add(c));
+    if counted >= after {
+        return Some((now.saturating_add(ban), VecDeque::new()));
+    }
+    Some((until, log))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Cell;
+    use super::super::{Charge, State};
+    use crate::limit::Params;
+
+    const S: u64 = 1_000_000;
+
+    #[test]
+    fn bans_after_n_refusals_within_the_window_and_lifts_by_itself() {
+        let params = Params::Ban {
+            after: 3,
+            within: 60 * S,
+            ban: 600 * S,
+        };
+        let mut c = Cell::new(params);
+        let t0 = 1_000 * S;
+        assert!(c.probe(t0, 1).is_allowed());
+        // Two refusals, then the window passes: they no longer count.
+        c.count(t0, 1);
+        c.count(t0 + S, 1);
+        assert_eq!(c.probe(t0 + 2 * S, 1).remaining(), 1);
+        c.count(t0 + 61 * S, 1);
+        assert!(c.probe(t0 + 61 * S, 1).is_allowed(), "{:?}", c.state);
+        // Three within a minute: banned for ten minutes, from the third.
+        c.count(t0 + 70 * S, 1);
+        c.count(t0 + 80 * S, 1);
+        let banned = c.probe(t0 + 80 * S, 1);
+        assert!(!banned.is_allowed() && banned.is_ban());
+        assert_eq!(banned.retry_after().unwrap().as_secs(), 600);
+        // While banned, nothing counts.
+        c.count(t0 + 90 * S, 5);
+        assert_eq!(
+            c.probe(t0 + 90 * S, 1).retry_after().unwrap().as_secs(),
+            590
+        );
+        // The ban ends by itself, and starts the count afresh.
+        let after = c.probe(t0 + 680 * S, 1);
+        assert!(after.is_allowed());
+        assert_eq!(after.remaining(), 3);
+        // A charge counts its cost in refusals at once.
+        let charged = c.check(t0 + 700 * S, 3, Charge::Overdraw);
+        assert!(!charged.is_allowed() && charged.is_ban());
+        assert!(matches!(c.state, State::Ban { until, .. } if until == t0 + 1_300 * S));
+    }
+}
