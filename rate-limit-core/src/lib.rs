@@ -29,6 +29,7 @@
 
 mod adaptive;
 mod algorithm;
+mod ban;
 mod budget;
 mod chain;
 mod clock;
@@ -50,6 +51,7 @@ pub mod store;
 pub mod testing;
 
 pub use adaptive::{Adaptive, Aimd, Pace};
+pub use ban::Banned;
 pub use budget::{Budget, Spender};
 pub use chain::{Chain, ChainMode, Check};
 pub use clock::{Clock, FakeClock, SystemClock, TokioClock};

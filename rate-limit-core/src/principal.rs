@@ -415,6 +415,30 @@ impl Principal {
         self.text.as_str()
     }
 
+    /// The principal whose rendering is `text` (as a store wrote it in a key name), or
+    /// `None` if `text` is not one.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn from_rendered(text: &str) -> Option<Self> {
+        let (tag, value) = text.split_once(':')?;
+        let kind = match tag {
+            "p" => PrincipalKind::Participant,
+            "u" => PrincipalKind::User,
+            "k" => PrincipalKind::ApiKey,
+            "ip" => PrincipalKind::Ip,
+            "job" => PrincipalKind::Job,
+            "all" => PrincipalKind::Global,
+            custom => PrincipalKind::custom(custom.strip_prefix("x.")?).ok()?,
+        };
+        let safe = |b: u8| is_name_byte(b) || matches!(b, b':' | b'~' | b'*');
+        if value.is_empty() || text.len() > MAX_PRINCIPAL_LEN || !value.bytes().all(safe) {
+            return None;
+        }
+        Some(Self {
+            kind,
+            text: Text::new(text),
+        })
+    }
+
     /// The value part of the rendering (after `kind:`): usable as one part of a
     /// [`composite`](Self::composite) principal.
     pub fn value(&self) -> &str {
@@ -448,6 +472,24 @@ mod tests {
                 .starts_with(&format!("x.{}:~", "k".repeat(32)))
         );
         assert_eq!(long.as_str().len(), 2 + 32 + 1 + 33);
+    }
+
+    #[test]
+    fn renderings_read_back() {
+        for p in [
+            Principal::ip("203.0.113.9".parse().unwrap()),
+            Principal::ip("2001:db8::1".parse().unwrap()),
+            Principal::api_key("sk_live_123"),
+            Principal::user("a:b{c}"),
+            Principal::global(),
+            Principal::new(PrincipalKind::custom("device").unwrap(), "d-1"),
+        ] {
+            let back = Principal::from_rendered(p.as_str()).unwrap();
+            assert_eq!((back.kind(), back.as_str()), (p.kind(), p.as_str()));
+        }
+        for bad in ["", "ip", "ip:", "zz:1", "u:a{b}", "x.:1"] {
+            assert!(Principal::from_rendered(bad).is_none(), "{bad:?}");
+        }
     }
 
     #[test]

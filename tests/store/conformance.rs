@@ -309,6 +309,10 @@ async fn bans(store: &AnyStore) {
         assert_eq!(ds[4].decisions().len(), 1);
         let peek = store.peek(&ban.key(ip.clone())).await.unwrap();
         assert!(peek.is_ban() && !peek.is_allowed());
+        let listed = store.bans(&ban).await.unwrap();
+        assert_eq!(listed.len(), 1, "{mode:?}");
+        assert_eq!(listed[0].principal(), &ip);
+        assert!(listed[0].remaining() <= left);
         // Another principal's refusals never count towards this ban.
         let cross = Chain::new()
             .mode(mode)
@@ -316,7 +320,7 @@ async fn bans(store: &AnyStore) {
             .check(&one, ip.clone());
         let (s, _) = run(store, &cross, 1).await;
         assert_eq!(s, "D");
-        store.reset(&ban.key(ip.clone())).await.unwrap();
+        store.reset(listed[0].key()).await.unwrap();
         let (s, _) = run(store, &cross, 4).await;
         assert_eq!(s, "DDDD", "{mode:?}");
         assert_eq!(
@@ -327,8 +331,9 @@ async fn bans(store: &AnyStore) {
                 .remaining(),
             3
         );
-        // A reset lifted it.
+        // A reset of the listed key lifted it.
         assert!(store.peek(&ban.key(ip.clone())).await.unwrap().is_allowed());
+        assert!(store.bans(&ban).await.unwrap().is_empty());
     }
     // A charge counts its cost in refusals.
     let ban = Limit::ban("ban-charged", 2, MINUTE, MINUTE).unwrap();

@@ -280,6 +280,22 @@ impl AnyStore {
         }
     }
 
+    /// The principals `ban` bans now, with the time left (an admin call; see
+    /// [`Banned`](crate::Banned)): from the memory store's record of its bans, or from
+    /// Redis with `SCAN` over every master. [`Store::reset`] of a ban's key lifts it. A
+    /// boxed store answers [`StoreErrorKind::Rejected`].
+    pub async fn bans(&self, ban: &crate::Limit) -> Result<Vec<crate::Banned>, StoreError> {
+        match self {
+            Self::Memory(s) => Ok(s.bans(ban)),
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.bans(ban).await,
+            Self::Boxed(_) => Err(StoreError::new(
+                StoreErrorKind::Rejected,
+                "this store cannot list bans",
+            )),
+        }
+    }
+
     /// Where this store counts, for logs and start-up lines: `memory`, `redis host:port`,
     /// `redis-cluster host:port,…` (never a password), or `store` for a boxed store.
     pub fn describe(&self) -> String {

@@ -26,6 +26,7 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 use crate::algorithm::{self, Charge, State};
+use crate::ban::Banned;
 use crate::chain::{Chain, ChainMode, Check};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{ChainDecision, Decision};
@@ -86,6 +87,9 @@ struct Inner {
     dedupe: Mutex<Seen>,
     /// In-flight slots: (id, lease end in µs) by principal and limit.
     slots: Mutex<HashMap<String, Vec<(u64, u64)>>>,
+    /// Bans in force, by key digest: the key (to name its principal) and the ban's end
+    /// (µs). The counters keep only digests; bans are few.
+    bans: Mutex<HashMap<[u64; 2], (Key, u64)>>,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -166,6 +170,7 @@ impl MemoryStoreBuilder {
                 evictions: AtomicU64::new(0),
                 dedupe: Mutex::new(Seen::new(self.max_keys)),
                 slots: Mutex::new(HashMap::new()),
+                bans: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -291,6 +296,7 @@ impl MemoryStore {
         };
         let step = algorithm::step(params, &state, now, cost, charge);
         if let Some(next) = step.next {
+            self.note_ban(key, &next, now);
             let expires = self.expires_sec(next.expires_at(params));
             match found {
                 Some(i) => shard.set_at(i, next, expires),
@@ -405,9 +411,47 @@ impl MemoryStore {
             if let Some(next) = algorithm::ban_refusals(params, &stored[j], now, check.cost())
                 && let Some(g) = guards.iter().position(|(i, _)| *i == owners[j])
             {
+                self.note_ban(check.key(), &next, now);
                 self.write(&mut guards[g].1, &digests[j], next, params, now);
             }
         }
+    }
+
+    /// Remembers a ban that `next` puts in force, for [`bans`](Self::bans).
+    fn note_ban(&self, key: &Key, next: &State, now: u64) {
+        if let State::Ban { until, events } = next
+            && *until > now
+            && events.is_empty()
+        {
+            let mut bans = self
+                .inner
+                .bans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            bans.retain(|_, (_, end)| *end > now);
+            bans.insert(key.digest(), (key.clone(), *until));
+        }
+    }
+
+    /// The principals `ban` bans now, with the time left (an admin call; see [`Banned`]).
+    pub fn bans(&self, ban: &crate::Limit) -> Vec<Banned> {
+        let now = self.inner.clock.now_micros();
+        let mut bans = self
+            .inner
+            .bans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        bans.retain(|_, (_, end)| *end > now);
+        let mut out: Vec<Banned> = bans
+            .values()
+            .filter(|(key, _)| key.limit().name() == ban.name())
+            .map(|(key, end)| Banned {
+                key: key.clone(),
+                remaining: Duration::from_micros(end - now),
+            })
+            .collect();
+        out.sort_by(|a, b| a.principal().as_str().cmp(b.principal().as_str()));
+        out
     }
 
     fn sweep_if_due(&self, shard: &mut Shard, now: u64) {
@@ -462,6 +506,14 @@ impl MemoryStore {
     fn reset_now(&self, key: &Key) {
         let digest = key.digest();
         lock(&self.inner.shards[self.shard_of(&digest)]).remove(&digest);
+        if matches!(key.params(), Params::Ban { .. }) {
+            let mut bans = self
+                .inner
+                .bans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            bans.remove(&digest);
+        }
     }
 }
 

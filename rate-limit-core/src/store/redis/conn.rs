@@ -126,6 +126,54 @@ impl Conn {
         }
     }
 
+    /// The names of the string keys matching `pattern`, on every master (`SCAN`, a page
+    /// of 1 000 at a time: an admin read, O(keys in the database)).
+    pub(super) async fn scan(&self, pattern: &str) -> RedisResult<Vec<String>> {
+        let page = |cursor: u64| {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1_000)
+                .arg("TYPE")
+                .arg("string");
+            cmd
+        };
+        let mut out = Vec::new();
+        match self {
+            #[cfg(feature = "cluster")]
+            Self::Cluster(c) => {
+                use super::cluster::Target;
+                for m in c.masters().await? {
+                    let mut cursor = 0;
+                    loop {
+                        let (next, names): (u64, Vec<String>) = c
+                            .send(Target::Node(m.clone()), false, |_| page(cursor))
+                            .await?;
+                        out.extend(names);
+                        cursor = next;
+                        if cursor == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+            _ => {
+                let mut cursor = 0;
+                loop {
+                    let (next, names): (u64, Vec<String>) = self.query(&page(cursor), "").await?;
+                    out.extend(names);
+                    cursor = next;
+                    if cursor == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// `CONFIG GET param` on every master: the values seen.
     pub(super) async fn config_get(&self, param: &str) -> RedisResult<Vec<String>> {
         let mut cmd = redis::cmd("CONFIG");

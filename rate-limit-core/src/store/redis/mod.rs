@@ -476,6 +476,44 @@ impl RedisStore {
         }
     }
 
+    /// The principals `ban` bans now, with the time left (an admin call; see
+    /// [`Banned`](crate::Banned)). Reads every master with `SCAN` for the ban's keys, then
+    /// each key: O(keys in the database), not for a request's path.
+    pub async fn bans(&self, ban: &crate::Limit) -> Result<Vec<crate::Banned>, StoreError> {
+        let glob = |s: &str| {
+            let mut out = String::with_capacity(s.len());
+            for c in s.chars() {
+                if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            out
+        };
+        let pattern = format!("{}:{{*}}:{}", glob(&self.inner.prefix), glob(ban.name()));
+        let names = self.inner.conn.scan(&pattern).await.map_err(store_error)?;
+        let mut out = Vec::new();
+        for name in names {
+            let Some(principal) = name
+                .split_once('{')
+                .and_then(|(_, rest)| rest.split_once('}'))
+                .and_then(|(p, _)| crate::Principal::from_rendered(p))
+            else {
+                continue;
+            };
+            let key = ban.key(principal);
+            if self.key_name(&key) != name {
+                continue;
+            }
+            let d = self.peek(&key).await?;
+            if let Some(remaining) = d.retry_after() {
+                out.push(crate::Banned { key, remaining });
+            }
+        }
+        out.sort_by(|a, b| a.principal().as_str().cmp(b.principal().as_str()));
+        Ok(out)
+    }
+
     async fn del(&self, name: &str) -> Result<(), StoreError> {
         let mut cmd = redis::cmd("DEL");
         cmd.arg(name);
