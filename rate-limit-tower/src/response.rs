@@ -120,6 +120,14 @@ pub(crate) fn forbidden() -> Response<Bytes> {
     )
 }
 
+/// 403 for a principal banned by a rule answering [`BanAnswer::Forbidden`](crate::BanAnswer::Forbidden).
+pub(crate) fn banned() -> Response<Bytes> {
+    json(
+        StatusCode::FORBIDDEN,
+        "{\"error\":\"Banned.\",\"code\":\"ban.active\"}".to_owned(),
+    )
+}
+
 /// 503 when the store is down and the rule fails closed.
 pub(crate) fn unavailable(retry_secs: u64) -> Response<Bytes> {
     let mut r = json(

@@ -39,6 +39,20 @@ pub struct Rule {
     pub(crate) policy: FailurePolicy,
     pub(crate) name: Arc<str>,
     pub(crate) count: Option<CountWhen>,
+    pub(crate) ban: BanAnswer,
+}
+
+/// How a layer answers a principal its ban rule bans ([`Rule::ban_answer`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BanAnswer {
+    /// 429 with `Retry-After` = the ban's remaining time and the responder's body: the
+    /// default, since a ban ends by itself and well-behaved clients wait it out.
+    #[default]
+    TooManyRequests,
+    /// 403 `{"error":"Banned.","code":"ban.active"}`, no `Retry-After`: for bans meant to
+    /// look final to the client (scanners, credential stuffing).
+    Forbidden,
 }
 
 impl fmt::Debug for Rule {
@@ -63,7 +77,41 @@ impl Rule {
             policy: FailurePolicy::Closed,
             name,
             count: None,
+            ban: BanAnswer::default(),
         }
+    }
+
+    /// For a ban rule ([`Limit::ban`]): how a banned principal is answered (default
+    /// [`BanAnswer::TooManyRequests`]). Ignored for other limits.
+    ///
+    /// A ban rule is a rule like the others, placed **before** the rules whose refusals it
+    /// counts: each refusal of the chain by a later rule of the same principal counts, in
+    /// the same store call; a banned principal is answered at once, nothing counted. Its
+    /// extractor must name a principal the requester controls, a client IP or an API key:
+    /// any other kind (an account anyone can type in) would let anyone lock its owner
+    /// out, and is answered with 500 `ban.principal_not_owned`, logged.
+    ///
+    /// ```
+    /// use rate_limit_core::Limit;
+    /// use rate_limit_tower::{BanAnswer, RateLimitLayer, Rule};
+    /// use rate_limit_tower::extract::ClientIp;
+    /// use std::time::Duration;
+    ///
+    /// let s = Duration::from_secs;
+    /// let layer = RateLimitLayer::in_memory()
+    ///     // 5 refusals within 10 minutes ban the IP for an hour, answered 403.
+    ///     .rule(
+    ///         Rule::new(Limit::ban("ip-ban", 5, s(600), s(3_600))?, ClientIp::new())
+    ///             .ban_answer(BanAnswer::Forbidden),
+    ///     )
+    ///     .rule(Rule::new(Limit::sliding_window("per-ip", 100, s(60))?, ClientIp::new()));
+    /// # let _ = layer;
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn ban_answer(mut self, answer: BanAnswer) -> Self {
+        self.ban = answer;
+        self
     }
 
     /// The cost of one request (default 1).

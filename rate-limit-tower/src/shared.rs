@@ -13,7 +13,8 @@ use rate_limit_core::{
 use crate::answer::{Answering, Verdict};
 use crate::headers::{self, RateLimitInfo};
 use crate::metrics;
-use crate::rule::{InFlightRule, Rule};
+use crate::response;
+use crate::rule::{BanAnswer, InFlightRule, Rule};
 
 #[derive(Clone)]
 pub(crate) struct Shared {
@@ -73,6 +74,14 @@ impl Shared {
     /// Turns the limiter's answer into what the service does next.
     /// `seed` names the refused principal, for jitter (`Answering::jitter_seed`).
     pub(crate) fn next(&self, answer: Answer, ctx: Ctx, seed: u64) -> Next {
+        if !self.answering.shadow
+            && let Some((i, d)) = answer.decision().and_then(|d| d.denied_by())
+            && d.is_ban()
+            && self.rules.get(i).map(|r| r.ban) == Some(BanAnswer::Forbidden)
+        {
+            metrics::count("rate_limit_limited_total", &self.names[i]);
+            return Next::Respond(response::banned());
+        }
         match self
             .answering
             .verdict(answer, &self.names, ctx.wants_html, seed)

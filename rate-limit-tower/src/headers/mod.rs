@@ -213,13 +213,17 @@ pub struct RateLimitInfo {
 
 impl RateLimitInfo {
     pub(crate) fn from_chain(names: &[Arc<str>], d: &ChainDecision) -> Option<Self> {
+        // A ban that let the request through is no quota: not shown.
+        let shown = |x: &&Decision| !(x.is_ban() && x.is_allowed());
         let limits: SmallVec<[LimitStatus; 2]> = d
             .decisions()
             .iter()
             .zip(names)
+            .filter(|(x, _)| shown(x))
             .map(|(d, n)| LimitStatus::new(Arc::clone(n), d))
             .collect();
-        let headline = d.headline_index()?;
+        let at = d.headline_index()?;
+        let headline = d.decisions()[..at].iter().filter(shown).count();
         Some(Self {
             allowed: d.is_allowed(),
             shadowed: false,

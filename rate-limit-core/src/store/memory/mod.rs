@@ -423,11 +423,7 @@ impl MemoryStore {
             && *until > now
             && events.is_empty()
         {
-            let mut bans = self
-                .inner
-                .bans
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut bans = self.ban_record();
             bans.retain(|_, (_, end)| *end > now);
             bans.insert(key.digest(), (key.clone(), *until));
         }
@@ -436,17 +432,27 @@ impl MemoryStore {
     /// The principals `ban` bans now, with the time left (an admin call; see [`Banned`]).
     pub fn bans(&self, ban: &crate::Limit) -> Vec<Banned> {
         let now = self.inner.clock.now_micros();
-        let mut bans = self
-            .inner
-            .bans
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        bans.retain(|_, (_, end)| *end > now);
-        let mut out: Vec<Banned> = bans
-            .values()
-            .filter(|(key, _)| key.limit().name() == ban.name())
+        // The record first, released before any shard is locked (checks lock a shard, then
+        // the record: never the other way round).
+        let candidates: Vec<(Key, u64)> = {
+            let mut bans = self.ban_record();
+            bans.retain(|_, (_, end)| *end > now);
+            bans.values()
+                .filter(|(key, _)| key.limit().name() == ban.name())
+                .cloned()
+                .collect()
+        };
+        // A ban evicted for room is not in force: only the store's state says.
+        let held = |key: &Key, end: u64| {
+            let digest = key.digest();
+            let state = lock(&self.inner.shards[self.shard_of(&digest)]).get(&digest);
+            matches!(state, Some(State::Ban { until, .. }) if until == end)
+        };
+        let mut out: Vec<Banned> = candidates
+            .into_iter()
+            .filter(|(key, end)| held(key, *end))
             .map(|(key, end)| Banned {
-                key: key.clone(),
+                key,
                 remaining: Duration::from_micros(end - now),
             })
             .collect();
@@ -507,11 +513,7 @@ impl MemoryStore {
         let digest = key.digest();
         lock(&self.inner.shards[self.shard_of(&digest)]).remove(&digest);
         if matches!(key.params(), Params::Ban { .. }) {
-            let mut bans = self
-                .inner
-                .bans
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut bans = self.ban_record();
             bans.remove(&digest);
         }
     }
@@ -523,6 +525,13 @@ impl MemoryStore {
         let now = self.inner.clock.now_micros();
         let ttl = u64::try_from(key.in_flight().ttl().as_micros()).unwrap_or(u64::MAX);
         (now, now.saturating_add(ttl))
+    }
+
+    fn ban_record(&self) -> MutexGuard<'_, HashMap<[u64; 2], (Key, u64)>> {
+        self.inner
+            .bans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn slots(&self) -> MutexGuard<'_, HashMap<String, Vec<(u64, u64)>>> {
