@@ -12,7 +12,7 @@
 //! cooldown = "1s"
 //!
 //! [limits.poll]
-//! algorithm = "sliding_window" # fixed_window | sliding_window | sliding_log | token_bucket
+//! algorithm = "sliding_window" # fixed_window | sliding_window | sliding_log | token_bucket | ban
 //! quota = 20
 //! window = "60s"               # ms, s, m, h, d
 //! on_store_error = "open"      # closed (default) | memory | open
@@ -34,6 +34,12 @@
 //! quota = 1000
 //! window = "15m"
 //! delay = { after = 5, first = "1s", max = "8s", growth = "doubling", max_held = 5 }
+//!
+//! [limits.sign-in-ban]         # Limit::ban: 5 refusals within 10 minutes ban for an hour
+//! algorithm = "ban"
+//! after = 5
+//! within = "10m"
+//! duration = "1h"
 //!
 //! [in_flight.exports]          # InFlight: at most 2 at once per principal
 //! max = 2
@@ -129,6 +135,9 @@ struct RawLimit {
     capacity: Option<u64>,
     refill: Option<u64>,
     period: Option<String>,
+    after: Option<u64>,
+    within: Option<String>,
+    duration: Option<String>,
     on_store_error: Option<String>,
     lease: Option<RawLease>,
     delay: Option<RawDelay>,
@@ -305,11 +314,19 @@ fn limit(name: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
             need(raw.refill, &path, "refill")?,
             window("period", &raw.period)?,
         ),
+        "ban" => Limit::ban(
+            name,
+            need(raw.after, &path, "after")?,
+            window("within", &raw.within)?,
+            window("duration", &raw.duration)?,
+        ),
         other => {
             return Err(invalid(
                 ConfigErrorKind::AlgorithmInvalid,
                 format!("{path}.algorithm"),
-                format!("{other:?}: use fixed_window, sliding_window, sliding_log or token_bucket"),
+                format!(
+                    "{other:?}: use fixed_window, sliding_window, sliding_log, token_bucket or ban"
+                ),
             ));
         }
     };

@@ -66,6 +66,16 @@ fn each_error_code_from_a_bad_file() {
             "limits.a.delay.growth",
         ),
         (
+            "[limits.b]\nalgorithm = \"ban\"\nafter = 0\nwithin = \"10m\"\nduration = \"1h\"",
+            "limit.quota_zero",
+            "limits.b.after",
+        ),
+        (
+            "[limits.b]\nalgorithm = \"ban\"\nafter = 5\nwithin = \"10m\"",
+            "config.invalid",
+            "limits.b.duration",
+        ),
+        (
             "[in_flight.exports]\nmax = 0\nttl = \"30s\"",
             "limit.in_flight_invalid",
             "in_flight.exports.max",
@@ -227,12 +237,28 @@ fn delays_and_in_flight_limits_come_from_the_file() {
         window = "1m"
         delay = { after = 10, first = "100ms", max = "1s", growth = "linear" }
 
+        [limits.ban]
+        algorithm = "ban"
+        after = 5
+        within = "10m"
+        duration = "1h"
+
         [in_flight.exports]
         max = 2
         ttl = "30s"
         "#,
     )
     .unwrap();
+    let ban = c.limit("ban").unwrap();
+    assert_eq!(ban.kind(), crate::AlgorithmKind::Ban);
+    assert_eq!(
+        (ban.quota(), ban.window(), ban.ban_duration()),
+        (
+            5,
+            Duration::from_secs(600),
+            Some(Duration::from_secs(3_600))
+        )
+    );
     let d = c.limit("account").unwrap().delay().unwrap();
     assert_eq!((d.after(), d.held_at_most()), (5, 3));
     assert_eq!(d.for_count(8), Duration::from_secs(4));
