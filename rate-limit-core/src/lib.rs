@@ -43,6 +43,7 @@ mod key;
 mod limit;
 pub mod limiter;
 mod name;
+mod pacer;
 mod principal;
 mod reservation;
 pub mod store;
@@ -65,6 +66,7 @@ pub use limit::{
 };
 pub use limiter::{Answer, FailurePolicy, FailureReason, Holding, Limiter, LimiterBuilder};
 pub use name::{MAX_NAME_LEN, validate_name};
+pub use pacer::SharedPacer;
 pub use principal::{
     HashKey, MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, MIN_HASH_KEY_LEN, Principal, PrincipalKind,
 };

@@ -1,5 +1,7 @@
 //! AIMD against an upstream that answers 429 above a fixed rate, on a controlled clock.
 
+mod shared;
+
 use std::time::Duration;
 
 use rate_limit_core::{Adaptive, Aimd, Chain, FakeClock, Limit, MemoryStore, Pace, Principal};

@@ -296,6 +296,23 @@ impl AnyStore {
         }
     }
 
+    /// One call of a [`SharedPacer`](crate::SharedPacer) on its scope's state. A boxed
+    /// store answers [`StoreErrorKind::Rejected`] (its workers pace locally).
+    pub(crate) async fn pace(
+        &self,
+        call: &crate::pacer::PaceCall<'_>,
+    ) -> Result<crate::pacer::PaceReply, StoreError> {
+        match self {
+            Self::Memory(s) => Ok(s.pace_now(call)),
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.pace(call).await,
+            Self::Boxed(_) => Err(StoreError::new(
+                StoreErrorKind::Rejected,
+                "this store keeps no pacers",
+            )),
+        }
+    }
+
     /// Where this store counts, for logs and start-up lines: `memory`, `redis host:port`,
     /// `redis-cluster host:port,…` (never a password), or `store` for a boxed store.
     pub fn describe(&self) -> String {

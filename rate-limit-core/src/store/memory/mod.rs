@@ -33,6 +33,7 @@ use crate::decision::{ChainDecision, Decision};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::Key;
 use crate::limit::Params;
+use crate::pacer::{PaceCall, PaceReply, PacerState};
 use crate::reservation::Reservation;
 
 use super::{Dedupe, Store, StoreError};
@@ -90,6 +91,15 @@ struct Inner {
     /// Bans in force, by key digest: the key (to name its principal) and the ban's end
     /// (µs). The counters keep only digests; bans are few.
     bans: Mutex<HashMap<[u64; 2], (Key, u64)>>,
+    /// Shared pacers: by pacer and scope, the state, the workers (id, lapses at, µs) and
+    /// when the state lapses (µs).
+    pacers: Mutex<HashMap<String, Pacer>>,
+}
+
+struct Pacer {
+    state: PacerState,
+    workers: Vec<(u64, u64)>,
+    lapses: u64,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -171,6 +181,7 @@ impl MemoryStoreBuilder {
                 dedupe: Mutex::new(Seen::new(self.max_keys)),
                 slots: Mutex::new(HashMap::new()),
                 bans: Mutex::new(HashMap::new()),
+                pacers: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -458,6 +469,45 @@ impl MemoryStore {
             .collect();
         out.sort_by(|a, b| a.principal().as_str().cmp(b.principal().as_str()));
         out
+    }
+
+    /// One call of a shared pacer (see [`SharedPacer`](crate::SharedPacer)).
+    pub(crate) fn pace_now(&self, call: &PaceCall<'_>) -> PaceReply {
+        let now = self.inner.clock.now_micros();
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let mut pacers = self
+            .inner
+            .pacers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if pacers.len() > 1_024 {
+            pacers.retain(|_, p| p.lapses > now);
+        }
+        let name = format!("{}/{}", call.scope.as_str(), call.name);
+        let p = pacers.entry(name).or_insert(Pacer {
+            state: PacerState {
+                rate: 0.0,
+                next: 0,
+                paused: 0,
+                last_decrease: 0,
+            },
+            workers: Vec::new(),
+            lapses: 0,
+        });
+        let stored = (p.lapses > now && p.state.rate > 0.0).then_some(p.state);
+        let (state, go, wait_us) = crate::pacer::step(stored, call, now);
+        p.state = state;
+        p.lapses = now.saturating_add(us(call.remember));
+        p.workers
+            .retain(|&(id, until)| until > now && id != call.worker);
+        p.workers
+            .push((call.worker, now.saturating_add(us(call.registration))));
+        PaceReply {
+            go,
+            wait_us,
+            rate: state.rate,
+            workers: u32::try_from(p.workers.len()).unwrap_or(u32::MAX),
+        }
     }
 
     fn sweep_if_due(&self, shard: &mut Shard, now: u64) {

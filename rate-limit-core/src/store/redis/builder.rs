@@ -8,7 +8,7 @@ use redis::{RedisError, Script};
 use super::batch::Batcher;
 use super::conn::Conn;
 use super::deny::DenyCache;
-use super::script::{CHAIN_LUA, REFUND_LUA, SLOTS_LUA};
+use super::script::{CHAIN_LUA, PACER_LUA, REFUND_LUA, SLOTS_LUA};
 use super::tls::Tls;
 use super::{Inner, KEY_VERSION, RedisStore};
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -169,6 +169,7 @@ impl RedisStoreBuilder {
                 chain: Script::new(CHAIN_LUA),
                 refund: Script::new(REFUND_LUA),
                 slots: Script::new(SLOTS_LUA),
+                pacer: Script::new(PACER_LUA),
                 deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
                 leases: super::lease::Leases::new(),
             }),

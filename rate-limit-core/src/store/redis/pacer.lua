@@ -1,0 +1,69 @@
+#!lua
+-- rate-limit: one AIMD pacer shared by every worker (src/pacer.rs has the same steps, for
+-- the memory store; keep the two in step).
+--
+-- KEYS[1]  the pacer's state: "rate next paused last_decrease" (calls/s; times in us)
+-- KEYS[2]  the workers that called lately: a sorted set of ids scored by when they lapse (ms)
+-- ARGV[1]  1 acquire, 2 a rejection
+-- ARGV[2]  successes reported since this worker's last call (each adds its share of a step)
+-- ARGV[3]  for a rejection: the remote side's Retry-After (us; 0: none)
+-- ARGV[4]  this worker's id;  ARGV[5] how long a worker stays counted (ms)
+-- ARGV[6]  how long the state outlives its last call (ms)
+-- ARGV[7..9]  initial, min, max rate (millionths of a call per second)
+-- ARGV[10] the additive step (millionths of a call per second); ARGV[11] the decrease
+--          factor (millionths); ARGV[12] the period (us)
+-- Returns {go (1: call now), wait (us), the rate (text), workers}
+
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+local E6 = 1000000
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * E6 + tonumber(t[2])
+local op, successes, retry = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local reg, remember = tonumber(ARGV[5]), tonumber(ARGV[6])
+local initial, lo, hi = tonumber(ARGV[7]) / E6, tonumber(ARGV[8]) / E6, tonumber(ARGV[9]) / E6
+local inc, dec, period = tonumber(ARGV[10]) / E6, tonumber(ARGV[11]) / E6, tonumber(ARGV[12])
+
+local rate, nxt, paused, last = initial, 0, 0, 0
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local v = {}
+  for token in string.gmatch(raw, '%S+') do v[#v + 1] = tonumber(token) end
+  -- Anything else (corrupt, another layout) counts as no state.
+  if #v == 4 and v[1] and v[2] and v[3] and v[4] and v[1] > 0 then
+    rate, nxt, paused, last = v[1], v[2], v[3], v[4]
+  end
+end
+rate = min(max(rate, lo), hi)
+
+local now_ms = floor(now / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_ms)
+redis.call('ZADD', KEYS[2], now_ms + reg, ARGV[4])
+redis.call('PEXPIRE', KEYS[2], reg)
+local workers = redis.call('ZCARD', KEYS[2])
+
+-- A period of successes adds one step: each adds its share at the rate it was made.
+for _ = 1, min(successes, 100000) do
+  rate = min(rate + inc / max(rate * period / E6, 1), hi)
+end
+
+local go, wait = 0, 0
+if op == 2 then
+  -- One overload shows as several rejections: at most one decrease per period.
+  if last == 0 or now - last >= period then
+    rate = max(rate * dec, lo)
+    last = now
+  end
+  if retry > 0 then paused = max(paused, now + retry) end
+else
+  if now < paused then wait = paused - now
+  elseif now < nxt then wait = nxt - now
+  else
+    go = 1
+    nxt = now + max(ceil(E6 / rate), 1)
+  end
+end
+
+local text = string.format('%.17g', rate)
+redis.call('SET', KEYS[1], string.format('%s %.0f %.0f %.0f', text, nxt, paused, last),
+           'PX', remember)
+return {go, wait, text, workers}

@@ -1,0 +1,188 @@
+//! The shared pacer: worker tasks that take their calls from one token bucket in the store,
+//! against an upstream with a hard limit, on the memory store, a real `redis-server` and a
+//! real Cluster (real time); and its local fallback when the store dies.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rate_limit_core::{Aimd, AnyStore, Chain, Limit, MemoryStore, Pace, Principal, SharedPacer};
+use rate_limit_tests::redis::{RedisCluster, RedisServer};
+
+/// The upstream's hard limit: calls per second (an exact sliding log), then 429 with the
+/// exact wait.
+const LIMIT: u64 = 50;
+
+struct Upstream {
+    store: MemoryStore,
+    site: Chain,
+    /// (when, admitted) per call, from the start.
+    calls: Mutex<Vec<(Duration, bool)>>,
+    start: Instant,
+}
+
+impl Upstream {
+    fn new() -> Arc<Self> {
+        let limit = Limit::sliding_log("upstream", LIMIT, Duration::from_secs(1)).unwrap();
+        Arc::new(Self {
+            store: MemoryStore::new(),
+            site: Chain::new().check(&limit, Principal::global()),
+            calls: Mutex::new(Vec::new()),
+            start: Instant::now(),
+        })
+    }
+
+    fn call(&self) -> Result<(), Option<Duration>> {
+        let d = self.store.check_now(&self.site);
+        let ok = d.is_allowed();
+        self.calls.lock().unwrap().push((self.start.elapsed(), ok));
+        if ok {
+            Ok(())
+        } else {
+            Err(d.denied_by().unwrap().1.retry_after())
+        }
+    }
+
+    /// (calls, admitted, refused) per second over [from, to).
+    fn between(&self, from: Duration, to: Duration) -> (f64, f64, usize) {
+        let calls = self.calls.lock().unwrap();
+        let window: Vec<bool> = calls
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|&(_, ok)| ok)
+            .collect();
+        let secs = (to - from).as_secs_f64();
+        let admitted = window.iter().filter(|ok| **ok).count();
+        (
+            window.len() as f64 / secs,
+            admitted as f64 / secs,
+            window.len() - admitted,
+        )
+    }
+}
+
+fn aimd() -> Aimd {
+    Aimd {
+        initial: 10.0,
+        min: 1.0,
+        max: 1_000.0,
+        increase: 10.0,
+        decrease: 0.5,
+        period: Duration::from_millis(500),
+    }
+}
+
+/// One worker: paces, calls, reports, until `until` (from the upstream's start).
+async fn worker(pacer: SharedPacer, upstream: Arc<Upstream>, until: Duration) {
+    while upstream.start.elapsed() < until {
+        match pacer.acquire("example.org").await {
+            Pace::Wait(d) => tokio::time::sleep(d).await,
+            Pace::Go => match upstream.call() {
+                Ok(()) => pacer.success("example.org"),
+                Err(retry) => pacer.rejected("example.org", retry).await,
+            },
+        }
+    }
+}
+
+/// Three workers for 8 s, then a fourth for 4 s more.
+async fn three_then_four(store: AnyStore) {
+    let upstream = Upstream::new();
+    let pacer = || SharedPacer::new(store.clone(), "harvest", aimd()).unwrap();
+    let s = Duration::from_secs;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..3 {
+        tasks.spawn(worker(pacer(), Arc::clone(&upstream), s(12)));
+    }
+    tokio::time::sleep(s(8)).await;
+    let fourth = pacer();
+    tasks.spawn(worker(fourth.clone(), Arc::clone(&upstream), s(12)));
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    let limit = LIMIT as f64;
+    let (start_calls, _, _) = upstream.between(s(0), s(2));
+    let (three_calls, three_ok, three_refused) = upstream.between(s(4), s(8));
+    let (four_calls, four_ok, four_refused) = upstream.between(s(8), s(12));
+    let (_, _, refused) = upstream.between(s(0), s(12));
+    let total = upstream.calls.lock().unwrap().len();
+    eprintln!(
+        "{}: first 2 s {start_calls:.1}/s; 3 workers {three_ok:.1} of {three_calls:.1}/s \
+         ({three_refused} refused); 4 workers {four_ok:.1} of {four_calls:.1}/s \
+         ({four_refused} refused); {refused} of {total} refused; the 4th saw {} workers",
+        store.describe(),
+        fourth.workers("example.org"),
+    );
+    // The combined rate settles between 60% and 100% of the upstream's limit.
+    for ok in [three_ok, four_ok] {
+        assert!(ok >= 0.6 * limit && ok <= limit, "{ok:.1} of {limit}");
+    }
+    // The fourth worker takes a share of the same rate: the calls do not jump.
+    assert!(
+        four_calls <= limit * 1.1,
+        "{four_calls:.1} calls/s with 4 workers"
+    );
+    assert_eq!(fourth.workers("example.org"), 4);
+    // Few 429s: under 5% of the calls.
+    assert!(refused * 20 <= total, "{refused} of {total} refused");
+}
+
+#[tokio::test]
+async fn shared_pacer_memory() {
+    three_then_four(AnyStore::Memory(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn shared_pacer_standalone_redis() {
+    let redis = RedisServer::start();
+    three_then_four(redis.store()).await;
+}
+
+#[tokio::test]
+async fn shared_pacer_redis_cluster() {
+    let cluster = RedisCluster::start();
+    three_then_four(cluster.store()).await;
+}
+
+/// Redis killed: each worker paces on its own at its share of the last rate, and goes
+/// back to the shared rate once Redis is back.
+#[tokio::test]
+async fn a_dead_store_leaves_each_worker_its_share_of_the_last_rate() {
+    let mut redis = RedisServer::start();
+    let aimd = Aimd {
+        initial: 30.0,
+        ..aimd()
+    };
+    let workers: Vec<SharedPacer> = (0..3)
+        .map(|_| SharedPacer::new(redis.store(), "harvest", aimd).unwrap())
+        .collect();
+    for w in &workers {
+        // Every worker registers (and the slots are taken: 30 a second).
+        let _ = w.acquire("example.org").await;
+    }
+    assert_eq!(workers[2].workers("example.org"), 3);
+    redis.kill();
+    let w = &workers[2];
+    let began = Instant::now();
+    let mut went = 0;
+    while began.elapsed() < Duration::from_millis(900) {
+        match w.acquire("example.org").await {
+            Pace::Go => went += 1,
+            Pace::Wait(d) => tokio::time::sleep(d).await,
+        }
+    }
+    assert!(w.is_local("example.org"));
+    assert!((w.rate("example.org") - 10.0).abs() < 1e-9, "a third of 30");
+    // About 10 calls a second: the first at once, then one every 100 ms.
+    assert!((8..=11).contains(&went), "{went} calls in 0.9 s");
+    redis.restart();
+    // The store is asked again a second after each failure (the first command on a
+    // reconnecting connection may fail too).
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        let _ = w.acquire("example.org").await;
+        if !w.is_local("example.org") {
+            break;
+        }
+    }
+    assert!(!w.is_local("example.org"), "back on the shared rate");
+}
