@@ -3,8 +3,8 @@
 //!
 //! | consumer | limits | strategy | store down |
 //! |---|---|---|---|
-//! | harvester (outbound) | the remote side's, learned | token bucket with AIMD, per scope | open |
-//! | login (`POST /login`) | 30 attempts / 15 min per IP, then 429; per account, failed attempts over 15 min: 5 at once, then held 1 s doubling to 8 s, one at a time, at most 5 held | exact sliding window | closed: fail-open would open a guessing window |
+//! | harvester (outbound) | the remote side's, learned | token bucket with AIMD, per scope, shared by every worker in the store ([`SharedPacer`]) | open: each worker falls back to its share of the last rate |
+//! | login (`POST /login`) | 30 attempts / 15 min per IP, then 429; an IP refused 20 times within 15 min is banned for an hour; per account, failed attempts over 15 min: 5 at once, then held 1 s doubling to 8 s, one at a time, at most 5 held | exact sliding window, a ban | closed: fail-open would open a guessing window |
 //! | API keys (`GET /api/v1/things`, `x-api-key`) | bucket of 60 per key, +1/s | token bucket | open: a rate optimisation |
 //! | messenger webhooks (`POST /messenger/{source}/{channel}`) | 300/min per IP, 1 000/min per source, 120/min per channel | sliding window | closed |
 //!
@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rate_limit_axum::{HandlerLimiter, PathParam, RejectionResponse, client_ip};
 use rate_limit_core::{
-    Adaptive, Aimd, AnyStore, Chain, ConfigError, Delay, FailurePolicy, Limit, Limiter, Pace,
-    Principal, PrincipalKind,
+    Aimd, AnyStore, Chain, ConfigError, Delay, FailurePolicy, Limit, Limiter, Pace, Principal,
+    PrincipalKind, SharedPacer,
 };
 use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
 use rate_limit_tower::{RateLimitLayer, Rule};
@@ -33,6 +33,7 @@ use rate_limit_tower::{RateLimitLayer, Rule};
 struct AppState {
     limiter: HandlerLimiter,
     ip: ClientIp,
+    login_ban: Limit,
     login_ip: Limit,
     login_account: Limit,
 }
@@ -63,8 +64,10 @@ async fn login(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response
     };
     let account = l.email.trim().to_lowercase();
     // Every attempt counts per IP; one refused by the IP limit never reaches the
-    // account's. Per account only failures count: reserved, given back when right.
+    // account's, and counts towards the IP's ban. Per account only failures count:
+    // reserved, given back when right.
     let chain = Chain::count_attempts()
+        .check(&s.login_ban, Principal::ip(ip))
         .check(&s.login_ip, Principal::ip(ip))
         .check(
             &s.login_account,
@@ -79,7 +82,7 @@ async fn login(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response
         Err(refused) => return refused.into_response(),
     };
     if account == "demo@example.com" && l.password == "platform" {
-        let admitted = reserved.give_back_only(|i, _| i == 1).await;
+        let admitted = reserved.give_back_only(|i, _| i == 2).await;
         (StatusCode::OK, admitted, "{\"ok\":true}").into_response()
     } else {
         (
@@ -141,6 +144,9 @@ pub fn app_with_login_delay(store: AnyStore, first: Duration) -> Result<Router, 
     let state = AppState {
         limiter: HandlerLimiter::new(limiter),
         ip,
+        // An IP that keeps trying after its 30 attempts: banned for an hour, on every
+        // instance (the refusals are counted in the store).
+        login_ban: Limit::ban("login-ip-ban", 20, quarter, Duration::from_secs(3_600))?,
         login_ip: Limit::sliding_log("login-ip", 30, quarter)?,
         // Slowed, never locked: the quota is beyond what the holds let through.
         login_account: Limit::sliding_log("login-account", 1_000, quarter)?
@@ -174,11 +180,11 @@ pub enum Remote {
     Refused(Option<Duration>),
 }
 
-/// The harvester's loop for one scope: asks the pacer, waits when told, calls, and feeds
-/// the answer back. `sleep` and `call` are the caller's (a real client, or a simulation).
-/// Returns how many calls were made.
+/// The harvester's loop for one scope on one worker: asks the shared pacer, waits when
+/// told, calls, and feeds the answer back. `sleep` and `call` are the caller's (a real
+/// client, or a simulation). Returns how many calls were made.
 pub async fn harvest<S, SF, C, CF>(
-    pacer: &Adaptive,
+    pacer: &SharedPacer,
     scope: &str,
     calls: usize,
     mut sleep: S,
@@ -192,13 +198,13 @@ where
 {
     let mut made = 0;
     while made < calls {
-        match pacer.acquire(scope) {
+        match pacer.acquire(scope).await {
             Pace::Wait(d) => sleep(d).await,
             Pace::Go => {
                 made += 1;
                 match call().await {
                     Remote::Ok => pacer.success(scope),
-                    Remote::Refused(retry) => pacer.rejected(scope, retry),
+                    Remote::Refused(retry) => pacer.rejected(scope, retry).await,
                 }
             }
         }
@@ -206,15 +212,20 @@ where
     made
 }
 
-/// The harvester's settings: start slow, add one call per second per quiet second, halve
-/// on a refusal.
-pub fn harvester() -> Result<Adaptive, ConfigError> {
-    Adaptive::new(Aimd {
-        initial: 1.0,
-        increase: 1.0,
-        decrease: 0.5,
-        ..Aimd::default()
-    })
+/// One harvester worker over `store`: start slow, add one call per second per quiet
+/// second, halve on a refusal. Every worker made over the same store (every process on
+/// one Redis) shares each scope's rate.
+pub fn harvester(store: AnyStore) -> Result<SharedPacer, ConfigError> {
+    SharedPacer::new(
+        store,
+        "harvest",
+        Aimd {
+            initial: 1.0,
+            increase: 1.0,
+            decrease: 0.5,
+            ..Aimd::default()
+        },
+    )
 }
 
 /// Serves `app` on `listener`.

@@ -7,7 +7,8 @@
 //! period, since one overload shows as several rejections — and pauses the scope for the
 //! remote side's `Retry-After`. The caller gets a back-off signal ([`Pace::Wait`]), not an
 //! HTTP response. It lives in process memory and fails open: a poisoned lock lets calls
-//! through rather than stopping a harvester.
+//! through rather than stopping a harvester. Many workers calling one site share one rate
+//! with [`SharedPacer`](crate::SharedPacer) instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{
-    Adaptive, Aimd, AnyStore, Chain, Clock, FakeClock, Limit, MemoryStore, Principal,
+use rate_limit_core::{AnyStore, Chain, Clock, FakeClock, Limit, MemoryStore, Principal};
+use rate_limit_examples::platform::{
+    Remote, app_with_login_delay, app_with_store, harvest, harvester,
 };
-use rate_limit_examples::platform::{Remote, app_with_login_delay, app_with_store, harvest};
 use rate_limit_tests::redis::{RedisServer, down_store};
 use rate_limit_tests::{Server, client};
 use reqwest::StatusCode;
@@ -76,6 +76,37 @@ async fn table(store: AnyStore) {
         r.status(),
         StatusCode::UNAUTHORIZED,
         "the victim is not locked out"
+    );
+    // The exhausted IP insists: its 20th refusal within 15 minutes bans it for an hour,
+    // answered by the ban (nothing counted) while the other address is still answered.
+    for _ in 0..9 {
+        let r = login("victim@example.com").await.unwrap();
+        assert_eq!(r.headers()["ratelimit-limit"], "30", "the IP limit refused");
+    }
+    let r = login("fresh@example.com").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(wait > 3_590, "banned for an hour: {wait}");
+    assert!(
+        r.headers()["ratelimit-policy"]
+            .to_str()
+            .unwrap()
+            .contains("login-ip-ban")
+    );
+    let r = elsewhere
+        .post(server.url("/login"))
+        .body("{\"email\":\"victim@example.com\",\"password\":\"x\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "another IP is not banned"
     );
 
     let things = |key: Option<&str>| {
@@ -168,14 +199,8 @@ async fn the_harvester_backs_off_and_settles_under_the_remote_limit() {
     let remote = MemoryStore::builder().clock(clock.clone()).build().unwrap();
     let limit = Limit::sliding_log("remote", 10, Duration::from_secs(1)).unwrap();
     let site = Chain::new().check(&limit, Principal::global());
-    let pacer = Adaptive::with_clock(
-        Aimd {
-            initial: 1.0,
-            ..Aimd::default()
-        },
-        clock.clone(),
-    )
-    .unwrap();
+    let store = MemoryStore::builder().clock(clock.clone()).build().unwrap();
+    let pacer = harvester(AnyStore::Memory(store)).unwrap();
     let sent = std::cell::RefCell::new(Vec::new());
     let made = harvest(
         &pacer,
