@@ -8,6 +8,7 @@
 //! at most one decrease per period however many workers see the site's 429 at once.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -192,8 +193,12 @@ impl SharedPacer {
         validate_name(name)?;
         Adaptive::new(config)?;
         static WORKERS: AtomicU64 = AtomicU64::new(0);
-        // Unique among processes too: the process id and a per-process count.
-        let worker = u64::from(std::process::id()) << 32 | WORKERS.fetch_add(1, Ordering::Relaxed);
+        // Unique among processes and machines (containers all run as pid 1): a count
+        // hashed under std's randomly seeded hasher.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(WORKERS.fetch_add(1, Ordering::Relaxed));
+        h.write_u32(std::process::id());
+        let worker = h.finish() >> 11; // below 2^53: exact as a Lua number
         Ok(Self {
             inner: Arc::new(Inner {
                 store: store.into(),
@@ -207,23 +212,34 @@ impl SharedPacer {
         })
     }
 
-    fn with(mut self, f: impl FnOnce(&mut Inner)) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            f(inner);
+    /// A worker like this one with its settings changed by `f` (the same id: what it
+    /// knows is a cache, and starts empty).
+    fn with(&self, f: impl FnOnce(&mut Inner)) -> Self {
+        let i = &self.inner;
+        let mut inner = Inner {
+            store: i.store.clone(),
+            name: i.name.clone(),
+            config: i.config,
+            worker: i.worker,
+            registration: i.registration,
+            remember: i.remember,
+            known: Mutex::new(HashMap::new()),
+        };
+        f(&mut inner);
+        Self {
+            inner: Arc::new(inner),
         }
-        self
     }
 
     /// How long this worker stays counted after its last call (default 60 s; at least
     /// 1 ms): the share it falls back to when the store fails is the last rate divided by
-    /// the workers counted. Set it before cloning.
+    /// the workers counted.
     #[must_use]
     pub fn registration(self, ttl: Duration) -> Self {
         self.with(|i| i.registration = ttl.max(Duration::from_millis(1)))
     }
 
     /// How long a scope's state outlives its last call (default 6 h; at least 1 ms).
-    /// Set it before cloning.
     #[must_use]
     pub fn remember(self, ttl: Duration) -> Self {
         self.with(|i| i.remember = ttl.max(Duration::from_millis(1)))

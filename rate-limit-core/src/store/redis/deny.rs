@@ -15,6 +15,9 @@ use crate::decision::{ChainDecision, Decision, Outcome};
 use crate::limit::Params;
 
 const SHARDS: usize = 8;
+/// The longest a ban's refusal is answered from the cache (µs): a ban lasts hours, and one
+/// lifted through another process must end here soon, not when it would have ended.
+const BAN_HELD_US: u64 = 1_000_000;
 
 /// One refused key.
 struct Entry {
@@ -182,8 +185,12 @@ impl DenyCache {
             return;
         }
         let digest = key.digest();
+        let mut held = u64::try_from(retry.as_micros()).unwrap_or(u64::MAX);
+        if refused.is_ban() {
+            held = held.min(BAN_HELD_US);
+        }
         let entry = Entry {
-            until: sent.saturating_add(u64::try_from(retry.as_micros()).unwrap_or(u64::MAX)),
+            until: sent.saturating_add(held),
             at: sent,
             cost: check.cost(),
             version: key.limit().version(),
