@@ -26,6 +26,9 @@ const REGISTRATION: Duration = Duration::from_secs(60);
 const REMEMBER: Duration = Duration::from_secs(6 * 3_600);
 /// After a store failure, how long the local fallback paces before the store is asked again.
 const COOLDOWN: Duration = Duration::from_secs(1);
+/// The longest pause: a remote side's `Retry-After` beyond an hour is honoured as an hour
+/// (and a corrupt state's pause never stalls the workers longer).
+pub(crate) const MAX_PAUSE_US: u64 = 3_600_000_000;
 /// Successes reported with one call at most (the rest wait for the next).
 const MAX_REPORTED: u64 = 100_000;
 
@@ -87,6 +90,11 @@ pub(crate) fn step(
         last_decrease: 0,
     });
     s.rate = s.rate.clamp(c.min, c.max);
+    // A corrupt or foreign state never stalls the workers: the next slot is at most one
+    // interval away, a pause at most an hour.
+    let interval = ((1_000_000.0 / s.rate).ceil() as u64).max(1);
+    s.next = s.next.min(now.saturating_add(interval));
+    s.paused = s.paused.min(now.saturating_add(MAX_PAUSE_US));
     let period = micros(c.period);
     for _ in 0..call.successes.min(MAX_REPORTED) {
         let per_period = s.rate * c.period.as_secs_f64();
@@ -100,7 +108,7 @@ pub(crate) fn step(
                 s.last_decrease = now;
             }
             if retry > 0 {
-                s.paused = s.paused.max(now.saturating_add(retry));
+                s.paused = s.paused.max(now.saturating_add(retry.min(MAX_PAUSE_US)));
             }
         }
         PaceOp::Acquire => {
@@ -139,7 +147,8 @@ struct Known {
 ///   takes a share of the same rate.
 /// - **AIMD on the shared rate**: a period of successes (all workers' together) adds one
 ///   step; a rejection multiplies the rate by the decrease factor, at most once per period
-///   however many workers report it, and pauses every worker for the site's `Retry-After`.
+///   however many workers report it, and pauses every worker for the site's `Retry-After`
+///   (at most an hour).
 ///   Successes are reported with the worker's next call (no extra round trip); a rejection
 ///   is sent at once.
 /// - **Hours**: the period may be hours long, and a scope's state outlives its last call

@@ -5,7 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rate_limit_core::{Aimd, AnyStore, Chain, Limit, MemoryStore, Pace, Principal, SharedPacer};
+use rate_limit_core::{
+    Aimd, AnyStore, Chain, Clock, Limit, MemoryStore, Pace, Principal, SharedPacer,
+};
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
 
 /// The upstream's hard limit: calls per second (an exact sliding log), then 429 with the
@@ -185,4 +187,65 @@ async fn a_dead_store_leaves_each_worker_its_share_of_the_last_rate() {
         }
     }
     assert!(!w.is_local("example.org"), "back on the shared rate");
+}
+
+/// Hours: a period of an hour, on a fake clock. Rejections from two workers within the
+/// hour decrease the shared rate once; an hour later, once more; an hour's worth of
+/// successes (from both workers) adds one step; the state outlives a quiet night.
+#[tokio::test]
+async fn periods_of_hours_on_a_fake_clock() {
+    let clock = rate_limit_core::FakeClock::at_micros(1_799_971_200_000_000);
+    let store = AnyStore::Memory(MemoryStore::builder().clock(clock.clone()).build().unwrap());
+    let hour = Duration::from_secs(3_600);
+    // 120 calls an hour to start, 60 more per quiet hour.
+    let aimd = Aimd {
+        initial: 120.0 / 3_600.0,
+        min: 1.0 / 3_600.0,
+        max: 10.0,
+        increase: 60.0 / 3_600.0,
+        decrease: 0.5,
+        period: hour,
+    };
+    let a = SharedPacer::new(store.clone(), "hourly", aimd).unwrap();
+    let b = SharedPacer::new(store, "hourly", aimd).unwrap();
+    let per_hour = |p: &SharedPacer| (p.rate("site") * 3_600.0 * 1e6).round() / 1e6;
+    assert_eq!(a.acquire("site").await, Pace::Go);
+    a.rejected("site", None).await;
+    clock.advance(Duration::from_secs(1_800));
+    b.rejected("site", None).await;
+    let _ = b.acquire("site").await;
+    assert_eq!(per_hour(&b), 60.0, "one decrease within the hour");
+    clock.advance(Duration::from_secs(1_801));
+    a.rejected("site", None).await;
+    let _ = a.acquire("site").await;
+    assert_eq!(per_hour(&a), 30.0, "an hour later, one more");
+    // An hour of calls at the pace the two workers are given, every one a success: one
+    // step, from 30 to about 90 an hour.
+    let start = clock.now_micros();
+    let mut calls = 0;
+    while clock.now_micros() - start < 3_600_000_000 {
+        let w = if calls % 2 == 0 { &a } else { &b };
+        match w.acquire("site").await {
+            Pace::Wait(d) => clock.advance(d),
+            Pace::Go => {
+                calls += 1;
+                w.success("site");
+            }
+        }
+    }
+    let _ = b.acquire("site").await;
+    let _ = a.acquire("site").await;
+    let rate = per_hour(&a);
+    assert!(
+        (85.0..=92.0).contains(&rate),
+        "{rate} an hour after {calls} calls"
+    );
+    // A quiet night: the rate is remembered (6 h by default, from the last call).
+    clock.advance(5 * hour);
+    let _ = a.acquire("site").await;
+    assert!((per_hour(&a) - rate).abs() < 1e-6);
+    // Quiet for longer than that: forgotten, back to the initial rate.
+    clock.advance(7 * hour);
+    let _ = a.acquire("site").await;
+    assert_eq!(per_hour(&a), 120.0);
 }

@@ -108,6 +108,7 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
         Limit::sliding_window("c-sliding", 3, minute).unwrap(),
         Limit::sliding_log("c-log", 3, minute).unwrap(),
         Limit::token_bucket("c-bucket", 3, 3, minute).unwrap(),
+        Limit::ban("c-ban", 3, minute, minute).unwrap(),
     ];
     for (i, limit) in limits.iter().enumerate() {
         for (j, seed) in [
@@ -119,7 +120,7 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
         .iter()
         .enumerate()
         {
-            let p = Principal::user(format!("u{i}{j}"));
+            let p = Principal::ip(std::net::IpAddr::from([10, 0, i as u8, j as u8]));
             let name = redis.key_name(&limit.key(p.clone()));
             if seed[0] == "HSET" {
                 server.cli(&["HSET", &name, "f", "v"]);
@@ -137,6 +138,29 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
                 ),
             }
         }
+    }
+    // A shared pacer's state, corrupt or from the future: paced, never stalled past the
+    // longest pause (an hour).
+    let aimd = rate_limit_core::Aimd {
+        initial: 10.0,
+        ..rate_limit_core::Aimd::default()
+    };
+    let store = rate_limit_core::AnyStore::Redis(redis.clone());
+    for (i, seed) in ["abc", "1 2 x 4", "1e300 9e15 9e15 0", "0 0 0 0"]
+        .iter()
+        .enumerate()
+    {
+        let scope = format!("site{i}");
+        let name = format!("rl:v2:{{x.pacer:{scope}}}:pacer:harvest");
+        server.cli(&["SET", &name, seed]);
+        let pacer = rate_limit_core::SharedPacer::new(store.clone(), "harvest", aimd).unwrap();
+        let pace = pacer.acquire(&scope).await;
+        assert!(
+            pace == rate_limit_core::Pace::Go
+                || matches!(pace, rate_limit_core::Pace::Wait(d) if d <= Duration::from_secs(3_600)),
+            "{seed}: {pace:?}"
+        );
+        assert!(!pacer.is_local(&scope), "{seed}: the store answered");
     }
 }
 

@@ -29,6 +29,8 @@ pub(super) fn gate(
     events: &VecDeque<(u64, u64)>,
     now: u64,
 ) -> Decision {
+    // A ban never lasts longer than its length from now (a corrupt or foreign state).
+    let until = until.min(now.saturating_add(ban));
     if until > now {
         let left = until - now;
         return Decision::denied(after, 0, left, left, ban).as_ban();
@@ -50,6 +52,7 @@ pub(super) fn count(
     now: u64,
     n: u64,
 ) -> Option<(u64, VecDeque<(u64, u64)>)> {
+    let until = until.min(now.saturating_add(ban));
     if until > now || n == 0 {
         return None;
     }

@@ -195,6 +195,7 @@ end
 
 local function ban_gate(at, after, within, ban, st)
   local till, ev = ban_state(st)
+  till = min(till, now + ban)   -- never longer than the ban (a corrupt or foreign state)
   if till > now then
     local left = till - now
     out[at + 1], out[at + 2], out[at + 3] = 1, after, 0
@@ -215,6 +216,7 @@ end
 -- Counts n refusals: the new state and when it expires, or nil while banned.
 local function ban_count(after, within, ban, st, n)
   local till, ev = ban_state(st)
+  till = min(till, now + ban)
   if till > now or n <= 0 then return nil end
   local live, counted = {}, 0
   for _, e in ipairs(ev) do

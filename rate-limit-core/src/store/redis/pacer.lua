@@ -16,6 +16,7 @@
 
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local E6 = 1000000
+local MAX_PAUSE = 3600 * E6      -- a Retry-After beyond an hour is honoured as an hour
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * E6 + tonumber(t[2])
 local op, successes, retry = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -34,6 +35,10 @@ if raw then
   end
 end
 rate = min(max(rate, lo), hi)
+-- A corrupt or foreign state never stalls the workers: the next slot is at most one
+-- interval away, a pause at most an hour.
+nxt = min(nxt, now + max(ceil(E6 / rate), 1))
+paused = min(paused, now + MAX_PAUSE)
 
 local now_ms = floor(now / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_ms)
@@ -53,7 +58,7 @@ if op == 2 then
     rate = max(rate * dec, lo)
     last = now
   end
-  if retry > 0 then paused = max(paused, now + retry) end
+  if retry > 0 then paused = max(paused, now + min(retry, MAX_PAUSE)) end
 else
   if now < paused then wait = paused - now
   elseif now < nxt then wait = nxt - now
