@@ -6,6 +6,9 @@
 //! Each length twice: every check its own call (`coalesce(0)`), and coalesced (the
 //! default: checks that arrive while a call is in flight ride the next one).
 //!
+//! A last pair of cases puts a ban ([`Limit::ban`]) in front of the one-check chain: what
+//! a ban rule costs Redis on an admitted request (one more key read, no write).
+//!
 //! `cargo bench -p rate-limit-examples --bench redis_cpu` (`CHECKS=` to change the count)
 
 use std::sync::Arc;
@@ -33,9 +36,19 @@ fn main() {
         Limit::fixed_window("day", 10_000_000, Duration::from_secs(86_400)).unwrap(),
     ];
     println!("{checks} checks over 10 000 principals, 64 tasks; redis-server CPU ÷ checks");
-    for (n, coalesce) in [1usize, 2, 4].into_iter().flat_map(|n| [(n, 0), (n, 32)]) {
+    let ban = Limit::ban("ban", 5, minute, minute).unwrap();
+    let cases = [1usize, 2, 4]
+        .into_iter()
+        .map(|n| (n, false))
+        .chain([(1, true)])
+        .flat_map(|(n, banned)| [(n, banned, 0), (n, banned, 32)]);
+    for (n, with_ban, coalesce) in cases {
         let server = RedisServer::start();
-        let limits = Arc::new(all[..n].to_vec());
+        let mut chosen = all[..n].to_vec();
+        if with_ban {
+            chosen.insert(0, ban.clone());
+        }
+        let limits = Arc::new(chosen);
         let store = rt.block_on(async {
             let s = RedisStore::builder(server.url())
                 .deny_cache(0)
@@ -87,6 +100,11 @@ fn main() {
             "coalesced"
         } else {
             "one call each"
+        };
+        let n = if with_ban {
+            format!("{n} + a ban")
+        } else {
+            n.to_string()
         };
         println!(
             "chain of {n}, {how:>13}: {:>5.2} µs of Redis CPU per check (script alone {usec_per_call:.2} µs), \
