@@ -256,12 +256,16 @@ impl Cluster {
     ) -> RedisResult<T> {
         let mut text = false;
         let mut ask: Option<Arc<str>> = None;
+        // After `MOVED`, the node it named: the re-send goes there, not where the map says
+        // (a background read of the map that began before the move may have put the old
+        // owner back since the patch).
+        let mut moved: Option<Arc<str>> = None;
         let mut redirects = 0;
         let mut pause = TRYAGAIN_PAUSE;
         loop {
-            let addr = match &ask {
-                Some(a) => a.clone(),
-                None => self.resolve(&target).await?,
+            let addr = match (&ask, &moved) {
+                (Some(a), _) | (None, Some(a)) => a.clone(),
+                (None, None) => self.resolve(&target).await?,
             };
             let mut con = self.node(&addr)?;
             let cmd = make(text);
@@ -293,6 +297,7 @@ impl Cluster {
                                 return Err(e);
                             }
                             ask = None;
+                            moved = Some(Arc::from(to));
                         }
                         (ServerErrorKind::Ask, Some((to, _))) => ask = Some(Arc::from(to)),
                         (ServerErrorKind::TryAgain, _) => {
