@@ -3,7 +3,7 @@
 
 use crate::chain::{Chain, Check};
 use crate::decision::ChainDecision;
-use crate::limit::Params;
+use crate::limit::AlgorithmKind;
 
 /// Units an admitted chain charged, held until the request's outcome is known: kept (drop
 /// it, or call [`keep`](Self::keep)), or given back with
@@ -75,7 +75,7 @@ impl Reservation {
             .enumerate()
             .take(decision.decisions().len())
             // A ban's gate charges nothing.
-            .filter(|(_, c)| c.cost() > 0 && !matches!(c.key().params(), Params::Ban { .. }))
+            .filter(|(_, c)| c.cost() > 0 && c.key().limit().kind() != AlgorithmKind::Ban)
             .map(|(i, c)| Reserved {
                 index: i,
                 check: c.clone(),

@@ -66,12 +66,13 @@ async fn table(store: AnyStore) {
         .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
         .build()
         .unwrap();
-    let r = elsewhere
-        .post(server.url("/login"))
-        .body("{\"email\":\"victim@example.com\",\"password\":\"x\"}")
-        .send()
-        .await
-        .unwrap();
+    let victim_elsewhere = || {
+        elsewhere
+            .post(server.url("/login"))
+            .body("{\"email\":\"victim@example.com\",\"password\":\"x\"}")
+            .send()
+    };
+    let r = victim_elsewhere().await.unwrap();
     assert_eq!(
         r.status(),
         StatusCode::UNAUTHORIZED,
@@ -97,12 +98,7 @@ async fn table(store: AnyStore) {
             .unwrap()
             .contains("login-ip-ban")
     );
-    let r = elsewhere
-        .post(server.url("/login"))
-        .body("{\"email\":\"victim@example.com\",\"password\":\"x\"}")
-        .send()
-        .await
-        .unwrap();
+    let r = victim_elsewhere().await.unwrap();
     assert_eq!(
         r.status(),
         StatusCode::UNAUTHORIZED,

@@ -112,7 +112,8 @@ pub(super) fn as_charged(check: &mut [u64], units: u64) {
 /// Marks the decisions of `checks`' bans as bans' (the script's answer does not say).
 pub(super) fn mark_bans<'a>(checks: impl IntoIterator<Item = &'a Key>, decisions: &mut [Decision]) {
     for (key, d) in checks.into_iter().zip(decisions) {
-        if matches!(key.params(), Params::Ban { .. }) {
+        // The kind, a plain field: no parameter read per check on every call.
+        if key.limit().kind() == crate::AlgorithmKind::Ban {
             *d = d.as_ban();
         }
     }
