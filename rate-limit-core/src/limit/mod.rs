@@ -722,6 +722,48 @@ mod tests {
     }
 
     #[test]
+    fn bans_validate_and_keep_their_three_parameters() {
+        let s = Duration::from_secs;
+        let ban = Limit::ban("b", 5, s(600), s(3_600)).unwrap();
+        assert_eq!(
+            (ban.kind(), ban.quota(), ban.window(), ban.ban_duration()),
+            (AlgorithmKind::Ban, 5, s(600), Some(s(3_600)))
+        );
+        assert_eq!(code(Limit::ban("b", 0, s(1), s(1))), "limit.quota_zero");
+        assert_eq!(
+            code(Limit::ban("b", MAX_BAN_AFTER + 1, s(1), s(1))),
+            "limit.overflow"
+        );
+        assert_eq!(
+            code(Limit::ban("b", 1, Duration::ZERO, s(1))),
+            "limit.window_invalid"
+        );
+        assert_eq!(
+            code(Limit::ban("b", 1, s(1), MAX_SPAN * 2)),
+            "limit.overflow"
+        );
+        // Exact by design: no lease, no delay.
+        assert_eq!(
+            code(ban.clone().leased(2, Duration::from_millis(50))),
+            "limit.lease_invalid"
+        );
+        assert_eq!(
+            code(ban.clone().delayed(Delay::doubling(1, s(1), s(2)).unwrap())),
+            "limit.delay_invalid"
+        );
+        // A running ban's threshold changes; its window and length stay.
+        ban.set_quota(8).unwrap();
+        assert_eq!(
+            (ban.quota(), ban.window(), ban.ban_duration()),
+            (8, s(600), Some(s(3_600)))
+        );
+        assert_eq!(
+            Limit::fixed_window("f", 1, s(1)).unwrap().ban_duration(),
+            None
+        );
+    }
+
+    #[test]
     fn bucket_interval_rounds_up() {
         let l = Limit::token_bucket("b", 3, 3, Duration::from_micros(1_000_000)).unwrap();
         assert_eq!(
