@@ -277,9 +277,7 @@ impl SharedPacer {
     /// The remote side accepted a call: reported with this worker's next call.
     pub fn success(&self, scope: &str) {
         let mut known = self.known();
-        let k = known
-            .entry(scope.to_owned())
-            .or_insert_with(|| self.fresh());
+        let k = self.scope(&mut known, scope);
         k.pending = k.pending.saturating_add(1);
         if let Some((p, _)) = &k.local {
             p.success(scope);
@@ -326,6 +324,16 @@ impl SharedPacer {
         self.known().get(scope).is_some_and(|k| k.local.is_some())
     }
 
+    /// What this worker knows of `scope`, made on first use (no allocation after it).
+    fn scope<'a>(&self, known: &'a mut HashMap<String, Known>, scope: &str) -> &'a mut Known {
+        if !known.contains_key(scope) {
+            known.insert(scope.to_owned(), self.fresh());
+        }
+        known
+            .get_mut(scope)
+            .unwrap_or_else(|| unreachable!("inserted above"))
+    }
+
     fn fresh(&self) -> Known {
         Known {
             rate: self.inner.config.initial,
@@ -351,9 +359,7 @@ impl SharedPacer {
     async fn call(&self, scope: &str, op: PaceOp) -> Option<PaceReply> {
         let successes = {
             let mut known = self.known();
-            let k = known
-                .entry(scope.to_owned())
-                .or_insert_with(|| self.fresh());
+            let k = self.scope(&mut known, scope);
             std::mem::take(&mut k.pending)
         };
         let principal = Principal::new(
@@ -372,9 +378,7 @@ impl SharedPacer {
         };
         let answer = self.inner.store.pace(&call).await;
         let mut known = self.known();
-        let k = known
-            .entry(scope.to_owned())
-            .or_insert_with(|| self.fresh());
+        let k = self.scope(&mut known, scope);
         match answer {
             Ok(r) => {
                 k.rate = r.rate;

@@ -10,6 +10,11 @@
 //!   two for the sliding window) plus a small slack (default 1 s). The principal is the
 //!   canonical rendering of [`Principal`](crate::Principal): API keys and credentials are
 //!   hashed before they get here, so no secret reaches Redis, its logs or its files.
+//!   Beside the limits' keys, in the principal's slot: a ban's key is a limit's key (its
+//!   end and its refusals' times, `AnyStore::bans` finds them with `SCAN`); in-flight slots
+//!   `…:{<principal>}:in-flight:<limit>` (a sorted set); a [`SharedPacer`](crate::SharedPacer)
+//!   `…:{x.pacer:<scope>}:pacer:<name>` (rate, next slot, pause, last decrease) and
+//!   `…:pacer-workers:<name>` (a sorted set of the workers lately seen).
 //! - **Versioned names**: `v2` names the key layout and the stored state's format
 //!   ([`KEY_VERSION`]): each state is its numbers as decimal text, space-separated. A release that changes either bumps it, so during a rolling upgrade
 //!   old and new instances count in different keys and never misread or overwrite each
