@@ -97,6 +97,7 @@ impl HandlerLimiter {
     /// Checks `chain` in one store call; `Err` is the response to send (429, or 503 when
     /// the store is down and `policy` fails closed).
     pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Result<Admitted, Refused> {
+        rate_limit_tower::check_bans(chain)?;
         let answer = self.answer(chain, policy).await;
         match self.answering.verdict_for(answer, chain, false) {
             Verdict::Proceed(info) => Ok(Admitted {
@@ -116,6 +117,7 @@ impl HandlerLimiter {
         policy: FailurePolicy,
         headers: &http::HeaderMap,
     ) -> Result<Admitted, Refused> {
+        rate_limit_tower::check_bans(chain)?;
         let answer = self.answer(chain, policy).await;
         self.check_answer(answer, chain, headers)
     }
@@ -131,6 +133,7 @@ impl HandlerLimiter {
         policy: FailurePolicy,
         headers: &http::HeaderMap,
     ) -> Result<Reserved, Refused> {
+        rate_limit_tower::check_bans(chain)?;
         let answer = self.answer(chain, policy).await;
         let reservation = answer.reservation(chain);
         let admitted = self.check_answer(answer, chain, headers)?;

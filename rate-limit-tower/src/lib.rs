@@ -73,7 +73,7 @@ pub use layer::RateLimitLayer;
 pub use response::{
     JsonResponder, ProblemResponder, QUOTA_EXCEEDED, Responder, rejection_response,
 };
-pub use rule::{BanAnswer, InFlightRule, Rule};
+pub use rule::{BanAnswer, InFlightRule, Rule, check_bans};
 pub use service::RateLimit;
 
 #[doc(no_inline)]

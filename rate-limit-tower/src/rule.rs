@@ -3,10 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rate_limit_core::{FailurePolicy, InFlight, Limit};
+use rate_limit_core::{
+    AlgorithmKind, Chain, FailurePolicy, InFlight, Limit, Principal, PrincipalKind,
+};
 
 use crate::count::CountWhen;
-use crate::extract::KeyExtractor;
+use crate::extract::{KeyExtractor, Rejection};
 
 /// One limit of a layer: the limit, the extractor naming the principal, a cost, and the
 /// failure policy — written together, where the rule is written.
@@ -239,4 +241,38 @@ impl InFlightRule {
     pub fn limit(&self) -> &InFlight {
         &self.limit
     }
+}
+
+/// Whether a ban may name this principal: one the requester controls (a client IP, an
+/// API key), never one others can name (an account: a lockout).
+pub(crate) fn bannable(p: &Principal) -> bool {
+    matches!(p.kind(), PrincipalKind::Ip | PrincipalKind::ApiKey)
+}
+
+/// The operator's error for a ban that names another kind: 500, logged.
+pub(crate) fn not_owned(ban: &str, p: &Principal) -> Rejection {
+    tracing::error!(
+        name: "rate_limit.ban_principal_not_owned",
+        ban,
+        kind = ?p.kind(),
+        "a ban must name a client IP or an API key; this request was refused"
+    );
+    Rejection::misconfigured(
+        "ban.principal_not_owned",
+        "A ban applies only to a client IP or an API key.",
+    )
+}
+
+/// Refuses a chain with a ban ([`Limit::ban`]) of a principal the requester does not
+/// control (anything but a client IP or an API key): the layer's own check, for chains a
+/// handler builds itself (the axum crate's `HandlerLimiter` runs it). `Err` is the
+/// operator's 500 `ban.principal_not_owned`, logged.
+pub fn check_bans(chain: &Chain) -> Result<(), Rejection> {
+    for c in chain.checks() {
+        let key = c.key();
+        if key.limit().kind() == AlgorithmKind::Ban && !bannable(key.principal()) {
+            return Err(not_owned(key.limit().name(), key.principal()));
+        }
+    }
+    Ok(())
 }

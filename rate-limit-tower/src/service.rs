@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::header::ORIGIN;
 use http::{Request, Response};
-use rate_limit_core::{AlgorithmKind, Chain, Check, Principal, PrincipalKind};
+use rate_limit_core::{AlgorithmKind, Chain, Check};
 use tower_service::Service;
 
 use crate::answer::accepts_html;
@@ -15,6 +15,7 @@ use crate::extract::Rejection;
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::headers;
 use crate::response;
+use crate::rule::{bannable, not_owned};
 use crate::shared::{Ctx, Next, Shared};
 
 /// The rate-limiting service made by [`RateLimitLayer`](crate::RateLimitLayer).
@@ -101,7 +102,7 @@ where
         for rule in &shared.rules {
             match rule.key.extract(&parts) {
                 Ok(p) if rule.limit.kind() == AlgorithmKind::Ban && !bannable(&p) => {
-                    return rejected(&not_owned(&rule.name, &p), ctx);
+                    return rejected(&not_owned(rule.limit.name(), &p), ctx);
                 }
                 Ok(p) => chain.push(Check::new(rule.limit.key(p), rule.cost)),
                 Err(rejection) => return rejected(&rejection, ctx),
@@ -165,26 +166,6 @@ impl<S: Clone> RateLimit<S> {
         let inner = std::mem::replace(&mut self.inner, clone);
         ResponseFuture::check(check, inner, req, Arc::clone(&self.shared), ctx)
     }
-}
-
-/// Whether a ban may name this principal: one the requester controls (a client IP, an
-/// API key), never one others can name (an account: a lockout).
-fn bannable(p: &Principal) -> bool {
-    matches!(p.kind(), PrincipalKind::Ip | PrincipalKind::ApiKey)
-}
-
-/// The operator's error for a ban rule whose extractor names another kind: 500, logged.
-fn not_owned(rule: &str, p: &Principal) -> Rejection {
-    tracing::error!(
-        name: "rate_limit.ban_principal_not_owned",
-        rule,
-        kind = ?p.kind(),
-        "a ban rule must name a client IP or an API key; this request was refused"
-    );
-    Rejection::misconfigured(
-        "ban.principal_not_owned",
-        "A ban applies only to a client IP or an API key.",
-    )
 }
 
 /// An extractor's rejection (400, 401), with CORS exposure for a request with `Origin`.

@@ -287,3 +287,50 @@ async fn two_routes_and_a_job_share_one_budget() {
         StatusCode::OK
     );
 }
+
+/// The in-handler limiter bans only principals the requester controls, as the layer does:
+/// a ban of an account anyone can type in is the operator's 500; of the client IP, a ban.
+#[tokio::test]
+async fn the_in_handler_limiter_refuses_to_ban_an_account() {
+    async fn attempt(
+        State(limiter): State<HandlerLimiter>,
+        headers: axum::http::HeaderMap,
+    ) -> Result<(Admitted, &'static str), Refused> {
+        let ban = Limit::ban("handler-ban", 1, MINUTE, MINUTE).unwrap();
+        let once = Limit::fixed_window("handler-once", 1, MINUTE).unwrap();
+        let who = if headers.contains_key("x-as-account") {
+            Principal::user("ann")
+        } else {
+            Principal::ip("198.51.100.7".parse().unwrap())
+        };
+        let chain = Chain::new().check(&ban, who.clone()).check(&once, who);
+        Ok((limiter.check(&chain, FailurePolicy::Closed).await?, "ok"))
+    }
+    let limiter = HandlerLimiter::new(AnyStore::Memory(MemoryStore::new()));
+    let app = Router::new()
+        .route("/attempt", post(attempt))
+        .with_state(limiter);
+    let server = Server::start(app).await.unwrap();
+    let http = client();
+    let r = http
+        .post(server.url("/attempt"))
+        .header("x-as-account", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(r.text().await.unwrap().contains("ban.principal_not_owned"));
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let r = http.post(server.url("/attempt")).send().await.unwrap();
+        let policy = r.headers()["ratelimit-policy"].to_str().unwrap().to_owned();
+        seen.push((r.status().as_u16(), policy));
+    }
+    // Admitted; refused by the limit (the ban's one refusal); then banned for the minute.
+    assert_eq!(seen[0].0, 200);
+    assert!(!seen[0].1.contains("handler-ban"), "{seen:?}");
+    assert_eq!(seen[1].0, 429);
+    assert!(seen[1].1.starts_with("\"handler-once\""), "{seen:?}");
+    assert_eq!(seen[2].0, 429);
+    assert!(seen[2].1.starts_with("\"handler-ban\""), "{seen:?}");
+}
