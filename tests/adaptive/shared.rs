@@ -207,9 +207,14 @@ async fn periods_of_hours_on_a_fake_clock() {
         period: hour,
     };
     let a = SharedPacer::new(store.clone(), "hourly", aimd).unwrap();
-    let b = SharedPacer::new(store, "hourly", aimd).unwrap();
+    let b = SharedPacer::new(store.clone(), "hourly", aimd).unwrap();
+    // A worker that stays counted for a day after its one call (the default: 60 s).
+    let c = SharedPacer::new(store, "hourly", aimd)
+        .unwrap()
+        .registration(24 * hour);
     let per_hour = |p: &SharedPacer| (p.rate("site") * 3_600.0 * 1e6).round() / 1e6;
     assert_eq!(a.acquire("site").await, Pace::Go);
+    assert!(matches!(c.acquire("site").await, Pace::Wait(_))); // registered all the same
     a.rejected("site", None).await;
     clock.advance(Duration::from_secs(1_800));
     b.rejected("site", None).await;
@@ -248,4 +253,6 @@ async fn periods_of_hours_on_a_fake_clock() {
     clock.advance(7 * hour);
     let _ = a.acquire("site").await;
     assert_eq!(per_hour(&a), 120.0);
+    // b's registration lapsed a minute after its last call; c's lasts a day.
+    assert_eq!(a.workers("site"), 2);
 }

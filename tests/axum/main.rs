@@ -10,7 +10,7 @@ use rate_limit_axum::{Admitted, HandlerLimiter, PathParam, Refused, RouteTemplat
 use rate_limit_core::{
     AnyStore, Chain, Check, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind,
 };
-use rate_limit_tests::{Server, client};
+use rate_limit_tests::{Server, client, retry_after};
 use rate_limit_tower::{RateLimitLayer, Rule};
 use reqwest::StatusCode;
 
@@ -175,11 +175,7 @@ async fn the_in_handler_limiter_checks_a_chain_from_the_body_and_charges_after_t
     assert_eq!(r.text().await.unwrap(), "answered with 2500 tokens");
     let r = http.post(server.url("/api/ask")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    let wait: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait: u64 = retry_after(&r);
     assert!((60..=61).contains(&wait), "debt of one full bucket: {wait}");
 }
 

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use rate_limit_core::{AnyStore, Limit, MemoryStore, PrincipalKind, Store};
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tests::{Server, client};
+use rate_limit_tests::{Server, client, retry_after};
 use rate_limit_tower::extract::HeaderKey;
 use rate_limit_tower::{BanAnswer, CountWhen, RateLimitLayer, Rule};
 
@@ -123,11 +123,7 @@ async fn bans_end_to_end(a: AnyStore, b: AnyStore) {
     // The other instance had the ban in its deny cache: held there for a second at most.
     tokio::time::sleep(Duration::from_millis(1_050)).await;
     let other = sign_in(&two, "wrong").await;
-    let wait: u64 = other.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait: u64 = retry_after(&other);
     assert!(wait > 50, "lifted on the other instance too: {wait}");
     // One more refusal bans again; then the ban ends by itself.
     assert_eq!(statuses(&one, "wrong", 1).await, [429]);
@@ -136,11 +132,7 @@ async fn bans_end_to_end(a: AnyStore, b: AnyStore) {
     tokio::time::sleep(ban_for + Duration::from_millis(100)).await;
     assert!(a.bans(&ban).await.unwrap().is_empty());
     let after = sign_in(&two, "wrong").await;
-    let wait: u64 = after.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait: u64 = retry_after(&after);
     assert!(wait > 50, "the limit refuses, not the ban: {wait}");
 }
 

@@ -17,7 +17,7 @@ use rate_limit_core::{
     SlotAnswer,
 };
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tests::{Server, client};
+use rate_limit_tests::{Server, client, retry_after};
 use rate_limit_tower::extract::HeaderKey;
 use rate_limit_tower::{InFlightRule, RateLimitLayer};
 
@@ -94,11 +94,7 @@ async fn limits_in_flight(store: AnyStore) {
     );
     let third = export(&server, "ada", 1).await;
     assert_eq!(third.status(), 429);
-    let retry: u64 = third.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry: u64 = retry_after(&third);
     assert!(
         (1..=1).contains(&retry),
         "until the earliest lease ends: {retry}"

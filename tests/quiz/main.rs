@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use rate_limit_core::{AnyStore, MemoryStore};
 use rate_limit_examples::quiz_night::{QuizConfig, app_with_store};
 use rate_limit_tests::redis::{RedisServer, down_store};
-use rate_limit_tests::{Server, client};
+use rate_limit_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 mod abuse;
@@ -41,14 +41,6 @@ pub(crate) async fn start(store: AnyStore, trusted: &str) -> Server {
         .unwrap()
 }
 
-fn secs(r: &reqwest::Response) -> u64 {
-    r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 async fn table(store: AnyStore) {
     let s = start(store, "").await;
     let http = client();
@@ -70,7 +62,7 @@ async fn table(store: AnyStore) {
     }
     let r = poll("p1").await.unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert!(secs(&r) >= 1);
+    assert!(retry_after(&r) >= 1);
     assert_eq!(r.headers()["ratelimit-remaining"], "0");
     assert!(r.text().await.unwrap().starts_with("{\"error\":"));
     assert_eq!(poll("p2").await.unwrap().status(), StatusCode::OK);
@@ -84,7 +76,7 @@ async fn table(store: AnyStore) {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(r.headers()["location"], "/too-many-requests");
-    assert!(secs(&r) >= 1);
+    assert!(retry_after(&r) >= 1);
     let page = http.get(url("/too-many-requests")).send().await.unwrap();
     assert_eq!(page.status(), StatusCode::OK);
     assert!(page.text().await.unwrap().contains("Slow down"));
@@ -397,7 +389,7 @@ async fn with_redis_down_fail_closed_routes_answer_503_within_a_second() {
         .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert!(secs(&r) >= 1);
+    assert!(retry_after(&r) >= 1);
     assert!(r.text().await.unwrap().starts_with("{\"error\":"));
     let r = http
         .post(s.url("/auth/sign-in"))

@@ -3,7 +3,7 @@
 use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind, Store};
 use rate_limit_examples::food_api::{app_with_store, model_budget, resolve_ingredients};
 use rate_limit_tests::redis::{RedisServer, down_store};
-use rate_limit_tests::{Server, client};
+use rate_limit_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 async fn table(store: AnyStore) {
@@ -31,11 +31,7 @@ async fn table(store: AnyStore) {
     );
     // Problem details (RFC 9457), the IETF draft's problem type.
     assert_eq!(r.headers()["content-type"], "application/problem+json");
-    let retry: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry: u64 = retry_after(&r);
     let body = r.text().await.unwrap();
     assert_eq!(
         body,

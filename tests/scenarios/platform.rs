@@ -7,7 +7,7 @@ use rate_limit_examples::platform::{
     Remote, app_with_login_delay, app_with_store, harvest, harvester,
 };
 use rate_limit_tests::redis::{RedisServer, down_store};
-use rate_limit_tests::{Server, client};
+use rate_limit_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 async fn table(store: AnyStore) {
@@ -86,11 +86,7 @@ async fn table(store: AnyStore) {
     }
     let r = login("fresh@example.com").await.unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    let wait: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait: u64 = retry_after(&r);
     assert!(wait > 3_590, "banned for an hour: {wait}");
     assert!(
         r.headers()["ratelimit-policy"]

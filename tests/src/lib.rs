@@ -57,6 +57,16 @@ pub fn connect_info_peer(ext: &axum::http::Extensions) -> Option<std::net::IpAdd
     ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
 }
 
+/// A refusal's `Retry-After`, in whole seconds (the test fails if it is absent or not a
+/// number).
+pub fn retry_after(r: &reqwest::Response) -> u64 {
+    r.headers()["retry-after"]
+        .to_str()
+        .expect("Retry-After is visible ASCII")
+        .parse()
+        .expect("Retry-After is whole seconds")
+}
+
 /// A client that does not follow redirects.
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()

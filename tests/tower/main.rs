@@ -8,20 +8,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
-use rate_limit_tests::{Server, client, connect_info_peer};
+use rate_limit_tests::{Server, client, connect_info_peer, retry_after};
 use rate_limit_tower::extract::{ClientIp, HeaderKey};
 use rate_limit_tower::{Answering, EXPOSED_HEADERS, RateLimitLayer, Rule};
 use reqwest::StatusCode;
 use tower_http::cors::{Any, CorsLayer};
-
-/// A refusal's `Retry-After`, in seconds.
-fn retry_after(r: &reqwest::Response) -> u64 {
-    r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
 
 const PAGE: &str = "<!doctype html><title>Slow down</title><p>Too many requests.</p>";
 

@@ -10,62 +10,79 @@ use std::collections::VecDeque;
 
 use crate::decision::Decision;
 
-/// The refusals still within `within` of `now` (entries from the future clamped to now).
-fn live(events: &VecDeque<(u64, u64)>, within: u64, now: u64) -> VecDeque<(u64, u64)> {
-    events
-        .iter()
-        .map(|&(t, c)| (t.min(now), c))
-        .filter(|&(t, _)| t.saturating_add(within) > now)
-        .collect()
+/// A ban's parameters (µs): `after` refusals within `within` ban for `ban`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ban {
+    pub(super) after: u64,
+    pub(super) within: u64,
+    pub(super) ban: u64,
 }
 
-/// The gate's answer: denied while banned (retry-after: the ban's remaining time),
-/// otherwise allowed with the refusals still to go before a ban as `remaining`.
-pub(super) fn gate(
-    after: u64,
-    within: u64,
-    ban: u64,
-    until: u64,
-    events: &VecDeque<(u64, u64)>,
-    now: u64,
-) -> Decision {
-    // A ban never lasts longer than its length from now (a corrupt or foreign state).
-    let until = until.min(now.saturating_add(ban));
-    if until > now {
-        let left = until - now;
-        return Decision::denied(after, 0, left, left, ban).as_ban();
-    }
-    let log = live(events, within, now);
-    let counted = log.iter().fold(0u64, |s, &(_, c)| s.saturating_add(c));
-    let reset = log.back().map_or(0, |&(t, _)| (t + within) - now);
-    Decision::allowed(after, after.saturating_sub(counted), reset, within).as_ban()
+/// A ban's state as it stands at `now`.
+enum Now {
+    /// Banned, until this time.
+    Banned(u64),
+    /// Not banned: the refusals still within `within` (from the future: clamped to now)
+    /// and their sum.
+    Counting(VecDeque<(u64, u64)>, u64),
 }
 
-/// Counts `n` refusals at `now`: the new `(until, events)`, or `None` while banned (a
-/// banned principal's requests count nothing).
-pub(super) fn count(
-    after: u64,
-    within: u64,
-    ban: u64,
-    until: u64,
-    events: &VecDeque<(u64, u64)>,
-    now: u64,
-    n: u64,
-) -> Option<(u64, VecDeque<(u64, u64)>)> {
-    let until = until.min(now.saturating_add(ban));
-    if until > now || n == 0 {
-        return None;
+impl Ban {
+    fn now(self, until: u64, events: &VecDeque<(u64, u64)>, now: u64) -> Now {
+        // A ban never lasts longer than its length from now (a corrupt or foreign state).
+        let until = until.min(now.saturating_add(self.ban));
+        if until > now {
+            return Now::Banned(until);
+        }
+        let log: VecDeque<(u64, u64)> = events
+            .iter()
+            .map(|&(t, c)| (t.min(now), c))
+            .filter(|&(t, _)| t.saturating_add(self.within) > now)
+            .collect();
+        let counted = log.iter().fold(0u64, |s, &(_, c)| s.saturating_add(c));
+        Now::Counting(log, counted)
     }
-    let mut log = live(events, within, now);
-    match log.back_mut() {
-        Some((t, c)) if *t == now => *c = c.saturating_add(n),
-        _ => log.push_back((now, n)),
+
+    /// The gate's answer: denied while banned (retry-after: the ban's remaining time),
+    /// otherwise allowed with the refusals still to go before a ban as `remaining`.
+    pub(super) fn gate(self, until: u64, events: &VecDeque<(u64, u64)>, now: u64) -> Decision {
+        let Self { after, within, ban } = self;
+        match self.now(until, events, now) {
+            Now::Banned(until) => {
+                let left = until - now;
+                Decision::denied(after, 0, left, left, ban).as_ban()
+            }
+            Now::Counting(log, counted) => {
+                let reset = log.back().map_or(0, |&(t, _)| (t + within) - now);
+                Decision::allowed(after, after.saturating_sub(counted), reset, within).as_ban()
+            }
+        }
     }
-    let counted = log.iter().fold(0u64, |s, &(_, c)| s.saturating_add(c));
-    if counted >= after {
-        return Some((now.saturating_add(ban), VecDeque::new()));
+
+    /// Counts `n` refusals at `now`: the new `(until, events)`, or `None` while banned (a
+    /// banned principal's requests count nothing).
+    pub(super) fn count(
+        self,
+        until: u64,
+        events: &VecDeque<(u64, u64)>,
+        now: u64,
+        n: u64,
+    ) -> Option<(u64, VecDeque<(u64, u64)>)> {
+        let Now::Counting(mut log, counted) = self.now(until, events, now) else {
+            return None;
+        };
+        if n == 0 {
+            return None;
+        }
+        match log.back_mut() {
+            Some((t, c)) if *t == now => *c = c.saturating_add(n),
+            _ => log.push_back((now, n)),
+        }
+        if counted.saturating_add(n) >= self.after {
+            return Some((now.saturating_add(self.ban), VecDeque::new()));
+        }
+        Some((until.min(now), log))
     }
-    Some((until, log))
 }
 
 #[cfg(test)]

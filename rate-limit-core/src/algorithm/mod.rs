@@ -180,12 +180,13 @@ pub(crate) fn step(params: Params, state: &State, now: u64, cost: u64, charge: C
         }
         // A ban's gate charges nothing; a charge (overdraw) counts its cost in refusals.
         (Params::Ban { after, within, ban }, State::Ban { until, events }) => {
+            let b = ban::Ban { after, within, ban };
             let next = (charge == Charge::Overdraw)
-                .then(|| ban::count(after, within, ban, *until, events, now, cost))
+                .then(|| b.count(*until, events, now, cost))
                 .flatten();
             let decision = match &next {
-                Some((until, events)) => ban::gate(after, within, ban, *until, events, now),
-                None => ban::gate(after, within, ban, *until, events, now),
+                Some((until, events)) => b.gate(*until, events, now),
+                None => b.gate(*until, events, now),
             };
             Step {
                 decision,
@@ -259,7 +260,8 @@ pub(crate) fn ban_refusals(params: Params, state: &State, now: u64, n: u64) -> O
     let (Params::Ban { after, within, ban }, State::Ban { until, events }) = (params, state) else {
         return None;
     };
-    ban::count(after, within, ban, *until, events, now, n)
+    ban::Ban { after, within, ban }
+        .count(*until, events, now, n)
         .map(|(until, events)| State::Ban { until, events })
 }
 
