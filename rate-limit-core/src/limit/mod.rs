@@ -704,6 +704,9 @@ mod tests {
         // A writer flips between two parameter sets; readers only ever see one of them.
         let a = Limit::sliding_window("a", 5, Duration::from_millis(5)).unwrap();
         let b = Limit::sliding_window("a", 9, Duration::from_millis(9)).unwrap();
+        // The oracle is captured before the threads start: `live` shares its settings with
+        // `a` (clones share them), so `a.params()` flips with every write.
+        let (pa, pb) = (a.params(), b.params());
         let live = a.clone();
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -715,7 +718,7 @@ mod tests {
                 s.spawn(|| {
                     for _ in 0..50_000 {
                         let p = live.params();
-                        assert!(p == a.params() || p == b.params(), "torn read: {p:?}");
+                        assert!(p == pa || p == pb, "torn read: {p:?}");
                     }
                 });
             }
