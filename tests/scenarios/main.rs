@@ -4,3 +4,4 @@ mod ask_ai;
 mod edge_fallback;
 mod food_api;
 mod platform;
+mod tokens;

@@ -45,14 +45,25 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue};
 use rate_limit_core::{HashKey, Principal, PrincipalKind};
 
+mod forwarded;
 mod ip;
 mod rejection;
 
 pub use ip::{ClientIp, ForwardedSource};
 pub use rejection::{Rejection, RejectionKind};
 
-/// The default cap on a header principal's length, in bytes.
+/// The default cap on a header principal's length, in bytes, where the value may be kept
+/// readable in a key.
 pub const DEFAULT_MAX_HEADER_LEN: usize = 128;
+
+/// The default cap on a *hashed* principal's length, in bytes: a bearer token, an API key,
+/// a credential header, or any header with [`HeaderKey::personal`] / [`HeaderKey::keyed`].
+///
+/// A hash has the same length whatever it hashes, so the only reason for a cap is the time
+/// hashing takes, which grows with the length: 8 KiB holds a signed JWT with claims to
+/// spare, and is nginx's default buffer for one header line. Raise or lower it with
+/// `max_len`.
+pub const DEFAULT_MAX_HASHED_LEN: usize = 8 * 1024;
 
 /// Names a principal from a request's head.
 pub trait KeyExtractor: Send + Sync + 'static {
@@ -175,8 +186,9 @@ fn is_credential(name: &HeaderName) -> bool {
 
 /// A header's value as the principal, e.g. `x-participant-id`.
 ///
-/// The value must be visible ASCII and at most 128 bytes ([`max_len`](Self::max_len));
-/// anything else is a 400. A missing header is a 400, or a 401 with
+/// The value must be visible ASCII and at most 128 bytes, or
+/// [`DEFAULT_MAX_HASHED_LEN`] (8 KiB) where it is hashed (see below), unless
+/// [`max_len`](Self::max_len) says otherwise; anything else is a 400. A missing header is a 400, or a 401 with
 /// [`unauthorized`](Self::unauthorized).
 ///
 /// The value is kept readable in keys when it is short and safe, except: a principal of
@@ -187,7 +199,7 @@ fn is_credential(name: &HeaderName) -> bool {
 pub struct HeaderKey {
     name: HeaderName,
     kind: PrincipalKind,
-    max: usize,
+    max: Option<usize>,
     hashing: Hashing,
     challenge: Option<HeaderValue>,
 }
@@ -203,17 +215,28 @@ impl HeaderKey {
         Self {
             name,
             kind,
-            max: DEFAULT_MAX_HEADER_LEN,
+            max: None,
             hashing,
             challenge: None,
         }
     }
 
-    /// The longest accepted value (default 128 bytes).
+    /// The longest accepted value (default 128 bytes; 8 KiB when the value is hashed).
     #[must_use]
     pub fn max_len(mut self, max: usize) -> Self {
-        self.max = max;
+        self.max = Some(max);
         self
+    }
+
+    /// The longest value this extractor accepts.
+    fn max(&self) -> usize {
+        self.max.unwrap_or(
+            if matches!(self.hashing, Hashing::Plain) && self.kind != PrincipalKind::ApiKey {
+                DEFAULT_MAX_HEADER_LEN
+            } else {
+                DEFAULT_MAX_HASHED_LEN
+            },
+        )
     }
 
     /// Hash the value (SHA-256) even when it is short and plain (personal data, secrets).
@@ -252,7 +275,7 @@ impl KeyExtractor for HeaderKey {
                 None => r,
             });
         };
-        visible_ascii(value, self.max, name, is_credential(&self.name))?;
+        visible_ascii(value, self.max(), name, is_credential(&self.name))?;
         Ok(self.hashing.principal(&self.kind, value.as_bytes()))
     }
 }
@@ -263,7 +286,9 @@ impl KeyExtractor for HeaderKey {
 ///
 /// This names the caller; it does not authenticate anyone. Put it behind your auth layer,
 /// or use [`ExtensionKey`] with the identity that layer sets. A missing or malformed
-/// header is a 401 with `WWW-Authenticate: Bearer`.
+/// header is a 401 with `WWW-Authenticate: Bearer`. Tokens of any length up to
+/// [`DEFAULT_MAX_HASHED_LEN`] (8 KiB; [`max_len`](Self::max_len)) are accepted: a signed
+/// JWT is often 500 bytes to a few KiB, and its hash is 32 bytes whatever its length.
 #[derive(Debug, Clone)]
 pub struct Bearer {
     max: usize,
@@ -273,16 +298,24 @@ pub struct Bearer {
 impl Default for Bearer {
     fn default() -> Self {
         Self {
-            max: DEFAULT_MAX_HEADER_LEN,
+            max: DEFAULT_MAX_HASHED_LEN,
             hashing: Hashing::Sha256,
         }
     }
 }
 
 impl Bearer {
-    /// The extractor, with tokens of at most 128 bytes.
+    /// The extractor, with tokens of at most [`DEFAULT_MAX_HASHED_LEN`] (8 KiB).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The longest accepted token, in bytes (default 8 KiB); a longer one is a 401
+    /// `principal.too_long`.
+    #[must_use]
+    pub fn max_len(mut self, max: usize) -> Self {
+        self.max = max;
+        self
     }
 
     /// Hash tokens with HMAC-SHA-256 under `key` instead of plain SHA-256.
