@@ -9,7 +9,7 @@ use http::request::Parts;
 use ipnet::IpNet;
 use rate_limit_core::{ConfigError, ConfigErrorKind, Principal};
 
-use crate::extract::{ClientIp, KeyExtractor};
+use crate::extract::{ClientIp, KeyExtractor, Rejection};
 
 /// One list: address ranges and principals. Lookups are a binary search over sorted,
 /// merged ranges (at most 32 steps for IPv4, 128 for IPv6: about log₂ of the list) and a
@@ -163,6 +163,15 @@ struct Lists {
     deny: List,
 }
 
+impl Lists {
+    /// Whether either list holds an address range.
+    fn has_ips(&self) -> bool {
+        [&self.allow, &self.deny]
+            .iter()
+            .any(|l| !l.v4.is_empty() || !l.v6.is_empty())
+    }
+}
+
 impl fmt::Debug for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let lists = self.current();
@@ -174,7 +183,7 @@ impl fmt::Debug for Access {
 }
 
 /// What the lists say about a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// On the allow list: no limit applies.
     Allowed,
@@ -182,6 +191,11 @@ pub enum Verdict {
     Denied,
     /// On neither: the limits decide.
     Neither,
+    /// The lists hold addresses, and the client's cannot be told (a trusted proxy's
+    /// forwarding header names no usable client: 400 `ip.forwarded_invalid`). Answered with
+    /// the rejection: a request whose address is unknown is neither allowed nor let past a
+    /// deny list.
+    Unresolved(Rejection),
 }
 
 impl Access {
@@ -234,7 +248,14 @@ impl Access {
         if lists.allow.is_empty() && lists.deny.is_empty() {
             return Verdict::Neither;
         }
-        let ip = self.ip.resolve(parts).ok();
+        let ip = if lists.has_ips() {
+            match self.ip.resolve(parts) {
+                Ok(ip) => Some(ip),
+                Err(rejection) => return Verdict::Unresolved(rejection),
+            }
+        } else {
+            None
+        };
         let principal = self.principal.as_ref().and_then(|k| k.extract(parts).ok());
         let on = |l: &List| {
             ip.is_some_and(|ip| l.contains_ip(ip))

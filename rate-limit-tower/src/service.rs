@@ -95,6 +95,7 @@ where
                     let req = Request::from_parts(parts, body);
                     return ResponseFuture::pass(self.inner.call(req));
                 }
+                crate::access::Verdict::Unresolved(rejection) => return rejected(&rejection, ctx),
                 crate::access::Verdict::Neither => {}
             }
         }

@@ -10,6 +10,7 @@ use http::{Extensions, HeaderName};
 use ipnet::IpNet;
 use rate_limit_core::{ConfigError, ConfigErrorKind, Principal};
 
+use super::forwarded::{self, Walk, canonical};
 use super::{KeyExtractor, Rejection};
 
 /// Where a trusted proxy reports the client.
@@ -51,14 +52,21 @@ type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
 ///  - The peer is a trusted proxy: ONE source, chosen by the operator:
 ///    - [`ForwardedSource::XForwardedFor`] (default): every `X-Forwarded-For` line joined in
 ///      order, walked from the right; the first entry that is not itself a trusted proxy is
-///      the client. If every hop is trusted, the leftmost. Ports and brackets are stripped.
+///      the client. If every hop is trusted, the leftmost. Ports and brackets are stripped;
+///      empty elements are skipped. Hops are read from the raw bytes one at a time, so the
+///      bytes left of the client's entry (the client's own to write: a proxy appends to its
+///      line) are never read at all.
 ///    - [`ForwardedSource::Forwarded`]: the `for=` parameters of RFC 7239 `Forwarded`, the
 ///      same way.
 ///    - [`ForwardedSource::Header`]: a header a platform sets and strips from inbound
 ///      requests (`X-Real-IP`, `CF-Connecting-IP`). Only for such platforms: anywhere else a
 ///      client forges it.
-///  - Garbage where the client should be (an unparsable entry, `unknown`, an obfuscated
-///    identifier) stops the walk; the peer is used, and that is logged once.
+///  - A forwarding header from a trusted peer that is present but names no usable client —
+///    an unparsable entry where the client should be (`unknown`, an obfuscated identifier,
+///    a byte outside ASCII), or no entry at all — is a **400 `ip.forwarded_invalid`**,
+///    logged once. Never the peer: the peer is the trusted proxy, and a proxy's address is
+///    often on an allow list or shared by every client behind it. An *absent* header still
+///    means the peer (the proxy's own request, a health check).
 ///  - IPv4-mapped IPv6 counts as IPv4. IPv6 is grouped by prefix, /64 by default.
 ///
 ///  The peer comes from a `SocketAddr` (or `IpAddr`) request extension, or from a
@@ -109,30 +117,6 @@ fn default_peer(ext: &Extensions) -> Option<IpAddr> {
     ext.get::<SocketAddr>()
         .map(SocketAddr::ip)
         .or_else(|| ext.get::<IpAddr>().copied())
-}
-
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// Parses one hop: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]:443`,
-/// optionally quoted (as in `Forwarded`).
-fn parse_hop(raw: &str) -> Option<IpAddr> {
-    let s = raw.trim().trim_matches('"');
-    if let Ok(ip) = s.parse::<IpAddr>() {
-        return Some(canonical(ip));
-    }
-    if let Ok(sa) = s.parse::<SocketAddr>() {
-        return Some(canonical(sa.ip()));
-    }
-    // "[v6]" without a port.
-    s.strip_prefix('[')
-        .and_then(|r| r.strip_suffix(']'))
-        .and_then(|r| r.parse::<IpAddr>().ok())
-        .map(canonical)
 }
 
 fn prefix(len: u8, max: u8) -> Result<u8, ConfigError> {
@@ -221,97 +205,40 @@ impl ClientIp {
         if self.trusted.is_empty() || !self.is_trusted(peer) {
             return Ok(peer);
         }
-        let xff = || {
-            self.walk(
-                parts
-                    .headers
-                    .get_all("x-forwarded-for")
-                    .iter()
-                    .map(|v| v.to_str().ok())
-                    .collect::<Option<Vec<_>>>()
-                    .map(|lines| lines.into_iter().flat_map(|l| l.split(',')).collect()),
-            )
-        };
-        let header = |name: &HeaderName| match parts.headers.get_all(name).iter().next_back() {
-            None => Walk::Absent,
-            Some(v) => match v.to_str().ok().and_then(parse_hop) {
-                Some(ip) => Walk::Client(ip),
-                None => Walk::Garbage,
-            },
-        };
+        let trusted = |ip| self.is_trusted(ip);
+        let xff = || forwarded::x_forwarded_for(parts.headers.get_all("x-forwarded-for"), trusted);
         let found = match &self.source {
             ForwardedSource::XForwardedFor => xff(),
-            ForwardedSource::Forwarded => self.walk(
-                parts
-                    .headers
-                    .get_all(http::header::FORWARDED)
-                    .iter()
-                    .map(|v| v.to_str().ok())
-                    .collect::<Option<Vec<_>>>()
-                    .map(|lines| forwarded_for(lines)),
-            ),
-            ForwardedSource::Header(name) => header(name),
-            ForwardedSource::HeaderThenXForwardedFor(name) => match header(name) {
-                Walk::Absent => xff(),
-                found => found,
-            },
+            ForwardedSource::Forwarded => {
+                forwarded::forwarded(parts.headers.get_all(http::header::FORWARDED), trusted)
+            }
+            ForwardedSource::Header(name) => forwarded::single(parts.headers.get_all(name)),
+            ForwardedSource::HeaderThenXForwardedFor(name) => {
+                match forwarded::single(parts.headers.get_all(name)) {
+                    Walk::Absent => xff(),
+                    found => found,
+                }
+            }
         };
-        Ok(match found {
-            Walk::Client(ip) => ip,
-            Walk::Absent => peer,
+        match found {
+            Walk::Client(ip) => Ok(ip),
+            Walk::Absent => Ok(peer),
             Walk::Garbage => {
                 if !self.warned_garbage.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         name: "rate_limit.forwarded_invalid",
-                        "a trusted proxy sent an unusable client address; using the proxy's \
-                         own address for such requests"
+                        "a trusted proxy forwarded a request whose forwarding header names no \
+                         usable client address; such requests are answered 400 \
+                         ip.forwarded_invalid"
                     );
                 }
-                peer
-            }
-        })
-    }
-
-    /// Walks hops from the right. `None`: a header line was not text (garbage).
-    fn walk(&self, hops: Option<Vec<&str>>) -> Walk {
-        let Some(hops) = hops else {
-            return Walk::Garbage;
-        };
-        if hops.is_empty() {
-            return Walk::Absent;
-        }
-        let mut leftmost = None;
-        for raw in hops.iter().rev() {
-            match parse_hop(raw) {
-                None => return Walk::Garbage,
-                Some(ip) if self.is_trusted(ip) => leftmost = Some(ip),
-                Some(ip) => return Walk::Client(ip),
+                Err(Rejection::invalid(
+                    "ip.forwarded_invalid",
+                    "the forwarding header names no usable client address",
+                ))
             }
         }
-        leftmost.map_or(Walk::Absent, Walk::Client)
     }
-}
-
-enum Walk {
-    Client(IpAddr),
-    Absent,
-    Garbage,
-}
-
-/// The `for=` values of `Forwarded` lines, in order. An element without `for=` yields an
-/// empty entry (garbage: it stops the walk).
-fn forwarded_for(lines: Vec<&str>) -> Vec<&str> {
-    lines
-        .into_iter()
-        .flat_map(|l| l.split(','))
-        .map(|element| {
-            element
-                .split(';')
-                .filter_map(|pair| pair.split_once('='))
-                .find(|(k, _)| k.trim().eq_ignore_ascii_case("for"))
-                .map_or("", |(_, v)| v.trim())
-        })
-        .collect()
 }
 
 impl KeyExtractor for ClientIp {
@@ -348,24 +275,6 @@ mod tests {
         s.parse().unwrap()
     }
 
-    #[test]
-    fn hops_parse_with_ports_brackets_and_quotes() {
-        for (raw, want) in [
-            ("1.2.3.4", "1.2.3.4"),
-            (" 1.2.3.4:8080 ", "1.2.3.4"),
-            ("2001:db8::1", "2001:db8::1"),
-            ("[2001:db8::1]:443", "2001:db8::1"),
-            ("[2001:db8::1]", "2001:db8::1"),
-            ("\"[2001:db8::1]:443\"", "2001:db8::1"),
-            ("::ffff:1.2.3.4", "1.2.3.4"),
-        ] {
-            assert_eq!(parse_hop(raw), Some(ip(want)), "{raw}");
-        }
-        for garbage in ["", "unknown", "_hidden", "1.2.3", "1.2.3.4.5", "[::1", "x"] {
-            assert_eq!(parse_hop(garbage), None, "{garbage}");
-        }
-    }
-
     /// (peer, headers, expected client)
     type Case<'a> = (&'a str, &'a [(&'a str, &'a [u8])], &'a str);
 
@@ -400,16 +309,19 @@ mod tests {
                 &[("x-forwarded-for", b"10.9.9.9, 10.0.0.3")],
                 "10.9.9.9",
             ),
-            // Garbage where the client should be: the peer.
+            // Bytes left of the client are never read: obs-text, a quote, garbage.
             (
                 "10.0.0.2:1",
-                &[("x-forwarded-for", b"1.1.1.1, garbage, 10.0.0.3")],
-                "10.0.0.2",
+                &[("x-forwarded-for", b"\x80, 198.51.100.7")],
+                "198.51.100.7",
             ),
             (
                 "10.0.0.2:1",
-                &[("x-forwarded-for", &[0xff, 0xfe])],
-                "10.0.0.2",
+                &[
+                    ("x-forwarded-for", b"\xff\xfe\"; garbage"),
+                    ("x-forwarded-for", b" , 198.51.100.7 ,, 10.0.0.3"),
+                ],
+                "198.51.100.7",
             ),
             // Absent header: the peer.
             ("10.0.0.2:1", &[], "10.0.0.2"),
@@ -430,6 +342,31 @@ mod tests {
     }
 
     #[test]
+    fn a_header_that_names_no_client_is_a_400_never_the_trusted_peer() {
+        let c = proxy();
+        let bad: &[&[(&str, &[u8])]] = &[
+            &[("x-forwarded-for", b"1.1.1.1, garbage, 10.0.0.3")],
+            &[("x-forwarded-for", b"198.51.100.7 \x80")],
+            &[("x-forwarded-for", &[0xff, 0xfe])],
+            &[("x-forwarded-for", b"unknown")],
+            &[("x-forwarded-for", b"")],
+            &[("x-forwarded-for", b" , ,")],
+            &[
+                ("x-forwarded-for", b"1.1.1.1"),
+                ("x-forwarded-for", b"nope"),
+            ],
+        ];
+        for headers in bad {
+            let r = c.resolve(&parts("10.0.0.2:1", headers)).unwrap_err();
+            assert_eq!(
+                (r.status().as_u16(), r.code()),
+                (400, "ip.forwarded_invalid"),
+                "{headers:?}"
+            );
+        }
+    }
+
+    #[test]
     fn forwarded_table() {
         let c = proxy().source(ForwardedSource::Forwarded);
         let p = parts(
@@ -438,7 +375,13 @@ mod tests {
         );
         assert_eq!(c.resolve(&p).unwrap(), ip("2001:db8:cafe::17"));
         let p = parts("10.0.0.2:1", &[("forwarded", b"for=1.1.1.1, for=unknown")]);
-        assert_eq!(c.resolve(&p).unwrap(), ip("10.0.0.2"));
+        assert_eq!(c.resolve(&p).unwrap_err().code(), "ip.forwarded_invalid");
+        // An unterminated quote left of the client swallows nothing a proxy appended.
+        let p = parts(
+            "10.0.0.2:1",
+            &[("forwarded", b"for=\"\x80, for=198.51.100.7;proto=https")],
+        );
+        assert_eq!(c.resolve(&p).unwrap(), ip("198.51.100.7"));
         // X-Forwarded-For is not read when Forwarded is the source.
         let p = parts("10.0.0.2:1", &[("x-forwarded-for", b"1.1.1.1")]);
         assert_eq!(c.resolve(&p).unwrap(), ip("10.0.0.2"));
@@ -458,7 +401,7 @@ mod tests {
         );
         assert_eq!(c.resolve(&p).unwrap(), ip("198.51.100.4"));
         let p = parts("10.0.0.2:1", &[("x-real-ip", b"nonsense")]);
-        assert_eq!(c.resolve(&p).unwrap(), ip("10.0.0.2"));
+        assert_eq!(c.resolve(&p).unwrap_err().code(), "ip.forwarded_invalid");
         // From an untrusted peer the platform header is ignored too.
         let p = parts("198.51.100.200:1", &[("x-real-ip", b"9.9.9.9")]);
         assert_eq!(c.resolve(&p).unwrap(), ip("198.51.100.200"));

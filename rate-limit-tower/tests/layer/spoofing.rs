@@ -105,7 +105,7 @@ async fn ipv6_shares_a_key_per_64_and_mapped_ipv4_is_ipv4() {
 }
 
 #[tokio::test]
-async fn garbage_from_a_trusted_proxy_falls_back_to_the_proxy_never_a_5xx() {
+async fn garbage_from_a_trusted_proxy_is_a_400_never_the_proxy_or_a_5xx() {
     let (layer, _) = fresh();
     let svc = app(&layer.rule(Rule::new(minute("ip", 100), trusted())));
     for xff in [
@@ -123,6 +123,16 @@ async fn garbage_from_a_trusted_proxy_falls_back_to_the_proxy_never_a_5xx() {
             )
             .body(empty())
             .unwrap();
-        assert_eq!(send(svc.clone(), req).await.status, StatusCode::OK);
+        let r = send(svc.clone(), req).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert!(
+            r.body.contains("\"code\":\"ip.forwarded_invalid\""),
+            "{}",
+            r.body
+        );
+        assert!(r.body.len() < 200, "the header is never echoed back");
     }
+    // An absent header is the proxy's own request: the proxy is the client.
+    let req = from("10.0.0.2:1").body(empty()).unwrap();
+    assert_eq!(send(svc, req).await.status, StatusCode::OK);
 }
