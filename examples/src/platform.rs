@@ -4,7 +4,7 @@
 //! | consumer | limits | strategy | store down |
 //! |---|---|---|---|
 //! | harvester (outbound) | the remote side's, learned | token bucket with AIMD, per scope, shared by every worker in the store ([`SharedPacer`]) | open: each worker falls back to its share of the last rate |
-//! | login (`POST /login`) | 30 attempts / 15 min per IP, then 429; an IP refused 20 times within 15 min is banned for an hour; per account, failed attempts over 15 min: 5 at once, then held 1 s doubling to 8 s, one at a time, at most 5 held | exact sliding window, a ban | closed: fail-open would open a guessing window |
+//! | login (`POST /login`) | 30 attempts / 15 min per IP, then 429; an IP refused 20 times within 15 min is banned for an hour; per account, failed attempts over 15 min: 5 at once, then held 1 s doubling to 8 s, one at a time, a line of 5 turning away only an address already in it | exact sliding window, a ban | closed: fail-open would open a guessing window |
 //! | API keys (`GET /api/v1/things`, `x-api-key`) | bucket of 60 per key, +1/s | token bucket | open: a rate optimisation |
 //! | messenger webhooks (`POST /messenger/{source}/{channel}`) | 300/min per IP, 1 000/min per source, 120/min per channel | sliding window | closed |
 //!

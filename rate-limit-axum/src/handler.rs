@@ -68,8 +68,8 @@ impl HandlerLimiter {
     /// At most `n` requests held at once by this limiter and its clones (default 10 000),
     /// for limits made with [`Limit::delayed`](rate_limit_core::Limit::delayed): the
     /// checks below wait out a request's delay, one at a time per principal, before they
-    /// return; over this cap or the limit's own per-principal cap they answer 429 at once
-    /// and give the units back. See [`Holding`].
+    /// return; over this cap, or from a source already waiting in a full line of its
+    /// principal, they answer 429 at once and give the units back. See [`Holding`].
     #[must_use]
     pub fn max_held(mut self, n: usize) -> Self {
         self.holding = Holding::new(n);

@@ -166,8 +166,8 @@ impl RateLimitLayer {
     /// 10 000): requests over a delayed limit's threshold
     /// ([`Limit::delayed`](rate_limit_core::Limit::delayed)) wait for their delay, one at a
     /// time per principal, with a `Server-Timing: rate-limit-hold;dur=<ms>` header; over
-    /// this cap or the limit's own per-principal cap, they are answered 429 at once and
-    /// their units given back. See [`Holding`].
+    /// this cap, or from a source already waiting in a full line of its principal, they
+    /// are answered 429 at once and their units given back. See [`Holding`].
     pub fn max_held(self, n: usize) -> Self {
         self.edit(|s| s.holding = Holding::new(n))
     }

@@ -138,7 +138,8 @@ impl Rule {
     /// 64 concurrent failed attempts at a limit of 5 admit exactly 5. While requests are in
     /// flight their reserved units count, so concurrent successes are capped at the quota
     /// too. A unit stays counted when the inner service fails (no response), when the
-    /// request is dropped before its response (the client left), when the store cannot
+    /// request is dropped after the inner service started (the client left; one dropped
+    /// while still held for a delay gives its units back), when the store cannot
     /// take it back, and when this process dies before the response: at most the reserved
     /// unit, until its window ends. The headers report the state with the unit reserved.
     ///

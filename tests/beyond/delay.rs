@@ -1,7 +1,7 @@
 //! Delay instead of refuse: over a limit's threshold a request is held, not refused; held
 //! requests of one principal are released one at a time, each its delay after the one
-//! before; over the per-principal cap a request is refused at once and its unit given
-//! back. Real time (the Redis stores count with Redis's clock): delays of tens of ms.
+//! before; from a source already in a full line a request is refused at once and its
+//! unit given back. Real time (the Redis stores count with Redis's clock): delays of tens of ms.
 
 use std::time::{Duration, Instant};
 

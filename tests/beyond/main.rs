@@ -4,4 +4,5 @@
 mod ban;
 mod delay;
 mod in_flight;
+mod lines;
 mod outcome;

@@ -10,6 +10,7 @@ use rate_limit_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 mod abuse;
+mod holds;
 mod proxy;
 
 /// The first sign-in hold in these tests (1 s in the demo).

@@ -59,7 +59,8 @@ struct SignIn {
 /// Every attempt counts per IP, right or wrong; per account only failed ones do: the unit
 /// is reserved before the password is checked and given back when it was right. An
 /// account's 6th failure in 15 minutes and later ones are held (1 s, doubling to 8 s, one
-/// at a time, at most 5 waiting), then answered as usual. An attempt the IP limit refuses
+/// at a time in one line, where a full line of 5 turns away only an address already in
+/// it: the owner is made to wait, never refused), then answered as usual. An attempt the IP limit refuses
 /// stops there and charges nothing to the account, so an exhausted IP cannot slow anyone
 /// down. Fails closed.
 pub(super) async fn sign_in(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response {

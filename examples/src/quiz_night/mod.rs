@@ -10,7 +10,7 @@
 //! | `GET /api/games/{game}/poll` | participant | 20 / 60 s | sliding window | allow |
 //! | `POST /api/games/{game}/answers` | participant, client IP | 30 / 60 s, 600 / 60 s | sliding window | allow |
 //! | `POST /host/games/{game}/next` | user (bearer) | bucket of 10, +2/s | token bucket | allow |
-//! | `POST /auth/sign-in` | client IP, account | 20 attempts / 15 min, then 429; per account, *failed* attempts over 15 min: 5 at once, then each held 1 s, 2 s, 4 s, then 8 s, one at a time, at most 5 held (more: 429) | sliding log | 503 |
+//! | `POST /auth/sign-in` | client IP, account | 20 attempts / 15 min, then 429; per account, *failed* attempts over 15 min: 5 at once, then each held 1 s, 2 s, 4 s, then 8 s, one at a time in one line per account (a full line of 5 turns away only an address already in it) | sliding log | 503 |
 //! | `POST /api/ask` | visitor · visitor+game · game · everybody | 20/min · 15/day · 500/day · 5000/day | fixed windows | 503 |
 //! | `POST /webhooks/payments` | client IP | 600 / 60 s | sliding window | allow |
 

@@ -24,16 +24,16 @@ pub enum Growth {
 /// the limit's quota (the hard ceiling) requests are refused as usual. Set on a limit with
 /// [`Limit::delayed`](crate::Limit::delayed).
 ///
-/// Held requests of one principal are released one at a time, each at least its delay
-/// after the previous one, and at most [`max_held`](Self::max_held) wait at once (more are
-/// refused at once): parallel attempts do not multiply the rate. See
-/// [`Holding`](crate::Holding).
+/// Held requests of one principal wait in one line and are released one at a time, each at
+/// least its delay after the previous one: parallel attempts do not multiply the rate. A
+/// line holding [`max_held`](Self::max_held) turns away (429 at once) a request from a
+/// source already in it, never a newcomer. See [`Holding`](crate::Holding).
 ///
 /// ```
 /// use rate_limit_core::Delay;
 /// use std::time::Duration;
 ///
-/// // 5 at once; then 1 s, 2 s, 4 s, 8 s, 8 s, …; at most 5 held at once.
+/// // 5 at once; then 1 s, 2 s, 4 s, 8 s, 8 s, …; a line of 5 is full.
 /// let delay = Delay::doubling(5, Duration::from_secs(1), Duration::from_secs(8))?.max_held(5)?;
 /// assert_eq!(delay.for_count(5), Duration::ZERO);
 /// assert_eq!(delay.for_count(6), Duration::from_secs(1));
@@ -90,8 +90,9 @@ impl Delay {
         })
     }
 
-    /// At most `n` requests of one principal held at once (1 to 1 000); more are refused
-    /// at once with 429.
+    /// A line of `n` held requests of one principal (1 to 1 000) is full: past it, a request
+    /// from a source already in the line is refused at once with 429; one from any other
+    /// source still joins (see [`Holding`](crate::Holding)).
     pub fn max_held(mut self, n: u32) -> Result<Self, ConfigError> {
         if n == 0 || n > 1_000 {
             return Err(ConfigError::new(
@@ -124,7 +125,7 @@ impl Delay {
         self.growth
     }
 
-    /// The most requests of one principal held at once.
+    /// How many held requests of one principal make its line full.
     pub fn held_at_most(&self) -> u32 {
         self.max_held
     }

@@ -1,59 +1,56 @@
-//! Holding admitted requests for their delay: one queue per principal and limit.
+//! Holding admitted requests for their delay: one line per principal and limit.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use super::line::{Full, Lines};
 use super::{Answer, Limiter};
 use crate::chain::Chain;
+use crate::reservation::Reservation;
 use crate::store::Store;
 
 /// Holds admitted requests for their [`Decision::delay`](crate::Decision::delay) (limits
 /// made with [`Limit::delayed`](crate::Limit::delayed)), bounded:
 ///
 /// - **One at a time per principal**: the held requests of one principal (of one limit)
-///   are released in turn, each at least its delay after the one before, so parallel
+///   wait in one line, first come first served, and are released in turn, each its delay
+///   after the one released before it (or after its own arrival, if later), so parallel
 ///   attempts do not multiply the rate.
-/// - **Caps**: at most [`Delay::held_at_most`](crate::Delay::held_at_most) of one principal
-///   held at once, and at most `max_total` in all (per `Holding`: each layer and each
-///   in-handler limiter has its own). A request over a cap is refused at once (429, with
-///   the delay as its retry-after), and its units are given back: it never ran.
-/// - **Cheap**: a held request is a timer in the runtime and an entry in a map while its
+/// - **Nobody's line is closed to a newcomer**: at most
+///   [`Delay::held_at_most`](crate::Delay::held_at_most) wait in a line *from one source*
+///   once the line holds that many — the source being the request's other checks in the
+///   chain (the client IP, in a sign-in chain of IP then account). A source with nothing
+///   in the line always joins it; one that already waits in a full line is refused at
+///   once (429, the delay as its retry-after, its units given back). So an attacker who
+///   keeps attempts waiting on a victim's account can make the victim *wait* — at most one
+///   delay for each attempt ahead of it, `held_at_most` plus one per other address the
+///   attacker has waiting — but never refuse the victim's attempt. A chain with no other
+///   check has one source: its line's cap refuses everybody past it.
+/// - **Total cap**: at most `max_total` held at once, all lines together (per `Holding`:
+///   each layer and each in-handler limiter has its own). Over it a request is refused at
+///   once as above. Size it below the process's open-file limit: each held request is an
+///   open connection.
+/// - **Cheap**: a held request is a timer in the runtime and an entry in a line while its
 ///   principal has requests held; no thread.
-/// - **Disconnects**: a request whose future is dropped while held (the client left)
-///   frees its place at once. Its units stay counted: it was admitted, and a client that
-///   leaves does not learn the answer sooner by leaving.
+/// - **Disconnects**: a request whose future is dropped while held (the client left before
+///   the handler ran) leaves its line at once and **gives its units back**: it learnt
+///   nothing, so it counts for nothing, and nobody behind it waits for it.
 ///
-/// Times are Tokio's, so tests can pause them. The queues are this process's: with `n`
+/// Times are Tokio's, so tests can pause them. The lines are this process's: with `n`
 /// instances behind a load balancer a principal's held requests are released up to `n`
 /// times as often (the count, and so the delay, is the store's, shared by all).
 #[derive(Clone)]
 pub struct Holding {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    queues: Mutex<HashMap<[u64; 2], Queue>>,
-    total: AtomicUsize,
-    max_total: usize,
-}
-
-#[derive(Debug)]
-struct Queue {
-    /// When the last request queued here is (or was) released.
-    last: Instant,
-    held: u32,
+    lines: Arc<Lines>,
 }
 
 impl fmt::Debug for Holding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Holding")
             .field("held", &self.held())
-            .field("max_total", &self.inner.max_total)
+            .field("max_total", &self.lines.max_total)
             .finish()
     }
 }
@@ -65,50 +62,24 @@ impl Default for Holding {
     }
 }
 
-/// A place in a queue, given up when dropped (released, or the request went away).
-struct Place {
-    inner: Arc<Inner>,
-    digest: [u64; 2],
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        self.inner.total.fetch_sub(1, Ordering::Relaxed);
-        let mut queues = self
-            .inner
-            .queues
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(q) = queues.get_mut(&self.digest) {
-            q.held = q.held.saturating_sub(1);
-            if q.held == 0 {
-                queues.remove(&self.digest);
-            }
-        }
-    }
-}
-
 impl Holding {
     /// At most `max_total` requests held at once, all principals together.
     pub fn new(max_total: usize) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                queues: Mutex::new(HashMap::new()),
-                total: AtomicUsize::new(0),
-                max_total,
-            }),
+            lines: Arc::new(Lines::new(max_total)),
         }
     }
 
     /// How many requests are held now.
     pub fn held(&self) -> usize {
-        self.inner.total.load(Ordering::Relaxed)
+        self.lines.held()
     }
 
     /// Holds an admitted `answer` for `chain` for its delay, then returns it with the
     /// delay it was held for ([`ChainDecision::delay`](crate::ChainDecision::delay)). An
     /// answer with no delay comes back at once, unchanged. A request over a cap comes
-    /// back refused, its units given back through `limiter`.
+    /// back refused, its units given back through `limiter`; so does one dropped while
+    /// held (on the Tokio runtime, as it can no longer wait).
     pub async fn hold<S: Store>(
         &self,
         limiter: &Limiter<S>,
@@ -122,51 +93,79 @@ impl Holding {
             return answer;
         };
         let at_most = check.key().limit().delay().map_or(1, |d| d.held_at_most());
-        let now = Instant::now();
-        let Some((place, release)) = self.enter(check.key().digest(), delay, at_most, now) else {
-            if let Some(r) = answer.reservation(chain) {
-                // Boxed: a store call's future is large, and a held request's future (what
-                // each waiting request costs) should not carry its room while it waits.
-                // A failed give-back keeps the units counted; the limiter logged it.
-                let _ = Box::pin(limiter.give_back(r)).await;
+        let source = source(chain, i);
+        let entered = tokio::time::Instant::now();
+        let place = match self
+            .lines
+            .enter(check.key().digest(), source, delay, at_most)
+        {
+            Ok(place) => place,
+            Err(Full::Total | Full::Line) => {
+                if let Some(r) = answer.reservation(chain) {
+                    // Boxed: a store call's future is large, and a held request's future
+                    // (what each waiting request costs) should not carry its room while it
+                    // waits. A failed give-back keeps the units counted; the limiter
+                    // logged it.
+                    let _ = Box::pin(limiter.give_back(r)).await;
+                }
+                return refuse(answer, chain, i, delay);
             }
-            return refuse(answer, chain, i, delay);
         };
-        tokio::time::sleep_until(release).await;
+        let unanswered = Unanswered {
+            give_back: answer.reservation(chain).map(|r| (limiter.clone(), r)),
+        };
+        let release = place.released().await;
+        unanswered.disarm();
         drop(place);
-        set_delay(answer, i, release.saturating_duration_since(now))
+        set_delay(answer, i, release.saturating_duration_since(entered))
     }
+}
 
-    fn enter(
-        &self,
-        digest: [u64; 2],
-        delay: Duration,
-        at_most: u32,
-        now: Instant,
-    ) -> Option<(Place, Instant)> {
-        let mut queues = self
-            .inner
-            .queues
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if self.inner.total.load(Ordering::Relaxed) >= self.inner.max_total {
-            return None;
+/// Where a request comes from, as far as its chain tells: the digest of its checks other
+/// than the held one (`0` when there is none).
+fn source(chain: &Chain, held: usize) -> u64 {
+    chain
+        .checks()
+        .iter()
+        .enumerate()
+        .filter(|&(j, _)| j != held)
+        .fold(0, |acc, (_, c)| {
+            let [a, b] = c.key().digest();
+            acc.rotate_left(17) ^ a ^ b.rotate_left(29)
+        })
+}
+
+/// A held request's units, given back if it goes away before it is released.
+struct Unanswered<S: Store> {
+    give_back: Option<(Limiter<S>, Reservation)>,
+}
+
+impl<S: Store> Unanswered<S> {
+    fn disarm(mut self) {
+        self.give_back = None;
+    }
+}
+
+impl<S: Store> Drop for Unanswered<S> {
+    fn drop(&mut self) {
+        let Some((limiter, reservation)) = self.give_back.take() else {
+            return;
+        };
+        // A failure keeps the units counted; the limiter has logged it.
+        let mut give = Box::pin(async move {
+            let _ = limiter.give_back(reservation).await;
+        });
+        // The memory store answers at once; anything else finishes on the runtime.
+        if give
+            .as_mut()
+            .poll(&mut Context::from_waker(std::task::Waker::noop()))
+            == Poll::Ready(())
+        {
+            return;
         }
-        let q = queues.entry(digest).or_insert(Queue { last: now, held: 0 });
-        if q.held >= at_most {
-            return None;
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(give);
         }
-        let release = q.last.max(now) + delay;
-        q.last = release;
-        q.held += 1;
-        self.inner.total.fetch_add(1, Ordering::Relaxed);
-        Some((
-            Place {
-                inner: Arc::clone(&self.inner),
-                digest,
-            },
-            release,
-        ))
     }
 }
 

@@ -63,6 +63,7 @@ use crate::store::{AnyStore, BoxStore, Domains, MemoryStore, Store, StoreError};
 
 mod health;
 mod hold;
+mod line;
 mod policy;
 
 use health::Health;
