@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,8 @@ pub struct RedisServer {
     extra: Vec<String>,
     /// A config file to start from (a Sentinel's).
     config_file: Option<String>,
+    /// The server binary (`redis-server` on the `PATH` unless set).
+    binary: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -51,6 +53,22 @@ impl RedisServer {
         panic!("redis-server did not start on 5 ports (is it installed? .ci/run installs it)");
     }
 
+    /// Starts a standalone server of another Redis version: the `redis-server` at `binary`.
+    ///
+    /// # Panics
+    ///
+    /// If it does not come up on 5 free ports.
+    pub fn start_binary(binary: &Path) -> Self {
+        for _ in 0..5 {
+            let mut s = Self::unstarted(free_port(), &[]);
+            s.binary = Some(binary.to_owned());
+            if s.try_spawn() {
+                return s;
+            }
+        }
+        panic!("{} did not start on 5 ports", binary.display());
+    }
+
     /// Starts a standalone server on a free port, or `None` when `redis-server` is not
     /// installed or does not come up (a bench then leaves its Redis rows out).
     pub fn try_start() -> Option<Self> {
@@ -68,6 +86,7 @@ impl RedisServer {
             dir,
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
             config_file: None,
+            binary: None,
             child: None,
         }
     }
@@ -93,7 +112,7 @@ impl RedisServer {
 
     /// Spawns the process and waits until it answers `PING`.
     fn try_spawn(&mut self) -> bool {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(self.binary.as_deref().unwrap_or("redis-server".as_ref()));
         if let Some(conf) = &self.config_file {
             cmd.arg(conf);
         }

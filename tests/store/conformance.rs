@@ -364,7 +364,7 @@ async fn bans(store: &AnyStore) {
     );
 }
 
-async fn suite(store: &AnyStore) {
+pub(crate) async fn suite(store: &AnyStore) {
     // The minute windows below must not roll over mid-suite (a few seconds at most).
     clear_of_boundary(MINUTE, Duration::from_secs(10)).await;
     overrides(store).await;

@@ -3,6 +3,7 @@
 //! what only Redis can get wrong (key hygiene, one command per chain, faults).
 
 mod coalesce;
+mod compat;
 mod conformance;
 mod deny_cache;
 mod exactness;

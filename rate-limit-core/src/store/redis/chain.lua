@@ -1,4 +1,3 @@
-#!lua
 -- rate-limit: check one or more chains of limits, each atomically and all-or-nothing on
 -- its own, in one call. A line-for-line port of rate-limit-core's algorithms
 -- (src/algorithm/*.rs); keep the two in step.
@@ -19,6 +18,9 @@
 --
 -- Chains see each other's charges in order. Each key is read once (MGET) and written
 -- once (SET .. PX) per call, whatever number of chains touch it.
+-- No `#!lua` first line: Redis 6.2 cannot compile one. Without it Redis (6.2 and 7) still
+-- refuses the script's first write with OOM at the memory cap, before anything is written,
+-- so a call at the cap charges nothing (the scripts read everything, then write).
 -- Time is the server's (TIME), in microseconds; costs arrive capped at 2^52, so every
 -- number stays below 2^53.
 

@@ -279,6 +279,8 @@ impl Cluster {
                 Err(e) => e,
             };
             let kind = match e.kind() {
+                // Redis 6 wraps READONLY met by a script's write in a generic error.
+                _ if super::error::is_read_only(&e) => ServerErrorKind::ReadOnly,
                 ErrorKind::Server(k) => k,
                 _ => return Err(e),
             };

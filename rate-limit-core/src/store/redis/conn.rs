@@ -257,7 +257,7 @@ mod sentinel {
 
     use redis::aio::MultiplexedConnection;
     use redis::sentinel::{SentinelClient, SentinelServerType};
-    use redis::{AsyncConnectionConfig, ErrorKind, RedisError, RedisResult, ServerErrorKind};
+    use redis::{AsyncConnectionConfig, ErrorKind, RedisError, RedisResult};
     use tokio::sync::{Mutex, RwLock};
 
     use crate::error::ConfigError;
@@ -332,7 +332,7 @@ mod sentinel {
                     || e.is_connection_refusal()
                     || e.is_connection_dropped()
                     || e.is_timeout()
-                    || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
+                    || crate::store::redis::error::is_read_only(e))
             {
                 *self.con.write().await = None;
             }

@@ -16,23 +16,50 @@ pub(super) fn classify(e: &RedisError) -> StoreErrorKind {
     } else {
         match e.kind() {
             ErrorKind::Server(ServerErrorKind::NoScript) => StoreErrorKind::NotExecuted,
+            // Redis 6 wraps a refusal of a script's first write (at the memory cap, on a
+            // replica): nothing was written.
+            ErrorKind::Server(ServerErrorKind::ResponseError)
+                if script_refusal(e).is_some_and(refused) =>
+            {
+                StoreErrorKind::Rejected
+            }
             // A generic ERR may come from a script that failed part-way.
             ErrorKind::Server(ServerErrorKind::ResponseError) => StoreErrorKind::Indeterminate,
             // MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY…: refused before running.
             ErrorKind::Server(_) => StoreErrorKind::Rejected,
-            ErrorKind::Extension
-                if e.code().is_some_and(|c| {
-                    matches!(
-                        c,
-                        "BUSY" | "OOM" | "MISCONF" | "NOREPLICAS" | "NOPERM" | "NOAUTH"
-                    )
-                }) =>
-            {
-                StoreErrorKind::Rejected
-            }
+            ErrorKind::Extension if e.code().is_some_and(refused) => StoreErrorKind::Rejected,
             _ => StoreErrorKind::Indeterminate,
         }
     }
+}
+
+/// Codes of replies that refuse a command before it runs (beyond those redis-rs knows).
+fn refused(code: &str) -> bool {
+    matches!(
+        code,
+        "BUSY" | "OOM" | "MISCONF" | "NOREPLICAS" | "NOPERM" | "NOAUTH" | "READONLY"
+    )
+}
+
+/// The code of the reply a script's call met, where Redis 6 wraps it in a generic error:
+/// `ERR Error running script (call to f_…): @user_script:1: … -OOM command not allowed …`.
+/// (Redis 7 answers with the call's own code.)
+fn script_refusal(e: &RedisError) -> Option<&str> {
+    let detail = e.detail()?;
+    if !detail.starts_with("Error running script") {
+        return None;
+    }
+    let inner = &detail[detail.rfind(": -")? + 3..];
+    let code = inner.split(' ').next()?;
+    (!code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code)
+}
+
+/// Whether `e` says the node is a read-only replica (an old primary after a failover), in
+/// Redis 7's words or in Redis 6's wrapping of a script's write.
+pub(super) fn is_read_only(e: &RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+        || script_refusal(e) == Some("READONLY")
 }
 
 pub(super) fn store_error(e: RedisError) -> StoreError {

@@ -1,4 +1,3 @@
-#!lua
 -- rate-limit: one AIMD pacer shared by every worker (src/pacer.rs has the same steps, for
 -- the memory store; keep the two in step).
 --

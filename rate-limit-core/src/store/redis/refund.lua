@@ -1,4 +1,3 @@
-#!lua
 -- rate-limit: give back what an earlier slot group of a chain charged, when a later
 -- group refused (Redis Cluster only: a chain's keys in different slots).
 --

