@@ -15,8 +15,9 @@ use crate::principal::Principal;
 /// no `/` either, so two keys are equal exactly when limit and principal are. The in-memory
 /// store identifies a key by a 128-bit SipHash-1-3 of that text under a random per-process
 /// key (a keyed PRF: a client who does not know the key cannot aim a collision, and an
-/// accidental one among `n` keys has odds of about `n²/2¹²⁹`). The Redis store writes the
-/// text itself, which is stable across processes.
+/// accidental one among `n` keys has odds of about `n²/2¹¹³`: the digest's low 16 bits
+/// are the limit's class, so the memory store can tell a key's limit without storing it).
+/// The Redis store writes the text itself, which is stable across processes.
 #[derive(Clone)]
 pub struct Key {
     limit: Limit,
@@ -78,10 +79,11 @@ impl Key {
         h.write(limit.name().as_bytes());
         let d = h.finish128();
         let custom = limit.override_for(&principal);
+        let class = u64::from(limit.class());
         Self {
+            digest: [d.h1, (d.h2 & !0xffff) | class],
             limit,
             principal,
-            digest: [d.h1, d.h2],
             custom,
         }
     }

@@ -12,6 +12,8 @@ use crate::principal::Principal;
 
 pub(super) struct Inner {
     pub(super) name: Box<str>,
+    /// A 16-bit class from the name: the memory store gives each class its own room.
+    pub(super) class: u16,
     pub(super) kind: AlgorithmKind,
     /// A sequence lock over `a` and `b`: odd while a writer is between its stores.
     seq: AtomicU64,
@@ -58,8 +60,13 @@ impl Inner {
 impl Inner {
     pub(super) fn new(name: &str, params: Params) -> Self {
         let (kind, a, b) = params.parts();
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hasher::write(&mut h, name.as_bytes());
+        #[allow(clippy::cast_possible_truncation)]
+        let class = std::hash::Hasher::finish(&h) as u16;
         Self {
             name: name.into(),
+            class,
             kind,
             seq: AtomicU64::new(0),
             a: AtomicU64::new(a),

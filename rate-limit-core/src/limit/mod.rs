@@ -390,6 +390,13 @@ impl Limit {
         &self.inner.name
     }
 
+    /// A 16-bit class of the name (the same for every limit of that name): the memory
+    /// store keeps each class's keys apart, so traffic on one limit never evicts
+    /// another's state.
+    pub(crate) fn class(&self) -> u16 {
+        self.inner.class
+    }
+
     /// The algorithm.
     pub fn kind(&self) -> AlgorithmKind {
         self.inner.kind

@@ -4,6 +4,7 @@ mod accuracy;
 mod bound;
 mod chains;
 mod concurrency;
+mod eviction;
 mod fuzz;
 mod keys;
 mod support;

@@ -5,11 +5,19 @@
 //!   chains can never deadlock), decides, writes, and unlocks; no other check on those
 //!   keys runs in between, so concurrent chains can neither both pass nor half-apply.
 //! - **Exact**: every check is a read-modify-write under the shard's lock.
-//! - **Bounded**: a hard cap on keys ([`MemoryStoreBuilder::max_keys`]). A full shard first
-//!   drops expired keys, then evicts the least recently used sixteenth of itself; it never
-//!   refuses a request for lack of room. Keys in use stay; [`MemoryStore::evictions`]
-//!   counts keys dropped while still live. Expired keys are also swept on a timer
-//!   ([`MemoryStoreBuilder::sweep_interval`]) and by [`MemoryStore::sweep`].
+//! - **Bounded, per limit**: a hard cap on keys *for each limit*
+//!   ([`MemoryStoreBuilder::max_keys`]; limits are told apart by name), so a flood of fresh
+//!   keys on one limit never evicts another limit's state. A limit at its cap in a shard
+//!   first drops expired keys, then a sixteenth of its own keys there: first those that
+//!   cost nothing to forget (a full bucket, an empty count or log), then those that refuse
+//!   nobody, least recently used first, and only then keys that refuse or slow someone
+//!   (refused, at quota, past a delay's threshold, a ban) — so a flood of fresh keys on a
+//!   limit cannot reset a counter that is refusing someone unless every key of that limit
+//!   refuses (a limit that one request exhausts). It never refuses a request for lack of
+//!   room. [`MemoryStore::evictions`] counts keys dropped while still live. Expired keys
+//!   are also swept on a timer ([`MemoryStoreBuilder::sweep_interval`]) and by
+//!   [`MemoryStore::sweep`]. Memory is bounded by the number of limits in use × `max_keys`
+//!   × about 50 bytes.
 //! - **Compact**: 40 bytes per key in a dense slab plus 5 bytes per table slot (about
 //!   50 bytes per key at 1M keys); exact logs keep their timestamps beside it.
 //! - **De-duplication** ([`Dedupe`]): delivery ids are remembered until their TTL, at most
@@ -26,28 +34,26 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 use crate::algorithm::{self, Charge, State};
-use crate::ban::Banned;
 use crate::chain::{Chain, ChainMode, Check};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{ChainDecision, Decision};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::Key;
 use crate::limit::Params;
-use crate::pacer::{PaceCall, PaceReply, PacerState};
 use crate::reservation::Reservation;
 
-use super::{Dedupe, Store, StoreError};
-use crate::inflight::{SlotKey, Slots, Taken};
-use crate::key::local_digest;
+use super::{Store, StoreError};
 use std::collections::HashMap;
 
 mod seen;
 mod shard;
+mod side;
 
 use seen::Seen;
 use shard::Shard;
+use side::Pacer;
 
-/// The default key cap: one million keys (about 50 MB at most).
+/// The default key cap: one million keys per limit (about 50 MB for each limit at most).
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 const DEFAULT_SHARDS: usize = 64;
 const DEFAULT_SWEEP: Duration = Duration::from_secs(60);
@@ -96,12 +102,6 @@ struct Inner {
     pacers: Mutex<HashMap<String, Pacer>>,
 }
 
-struct Pacer {
-    state: PacerState,
-    workers: Vec<(u64, u64)>,
-    lapses: u64,
-}
-
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore")
@@ -130,8 +130,9 @@ impl MemoryStoreBuilder {
         self
     }
 
-    /// The most keys the store holds (default [`DEFAULT_MAX_KEYS`]). Each shard holds
-    /// `max_keys / shards`, so the store never exceeds it.
+    /// The most keys the store holds for each limit (default [`DEFAULT_MAX_KEYS`]). Each
+    /// shard holds `max_keys / shards` of a limit, so no limit exceeds it; the store holds
+    /// at most that times the number of limits in use.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
@@ -309,9 +310,10 @@ impl MemoryStore {
         if let Some(next) = step.next {
             self.note_ban(key, &next, now);
             let expires = self.expires_sec(next.expires_at(params));
+            let hot = hot(key, &step.decision, &next, now);
             match found {
-                Some(i) => shard.set_at(i, next, expires),
-                None => self.insert(&mut shard, &digest, next, expires, now),
+                Some(i) => shard.set_at(i, next, expires, Some(hot)),
+                None => self.insert(&mut shard, &digest, next, expires, now, hot),
             }
         }
         (step.decision, now)
@@ -390,7 +392,8 @@ impl MemoryStore {
                 if let Some(next) = next {
                     let params = checks[i].key().params();
                     let g = guard(&mut guards, owners[i]);
-                    self.write(&mut guards[g].1, &digests[i], next, params, now);
+                    let hot = hot(checks[i].key(), &result.decisions()[i], &next, now);
+                    self.write(&mut guards[g].1, &digests[i], next, params, now, hot);
                 }
             }
         }
@@ -423,7 +426,7 @@ impl MemoryStore {
                 && let Some(g) = guards.iter().position(|(i, _)| *i == owners[j])
             {
                 self.note_ban(check.key(), &next, now);
-                self.write(&mut guards[g].1, &digests[j], next, params, now);
+                self.write(&mut guards[g].1, &digests[j], next, params, now, true);
             }
         }
     }
@@ -440,76 +443,6 @@ impl MemoryStore {
         }
     }
 
-    /// The principals `ban` bans now, with the time left (an admin call; see [`Banned`]).
-    pub fn bans(&self, ban: &crate::Limit) -> Vec<Banned> {
-        let now = self.inner.clock.now_micros();
-        // The record first, released before any shard is locked (checks lock a shard, then
-        // the record: never the other way round).
-        let candidates: Vec<(Key, u64)> = {
-            let mut bans = self.ban_record();
-            bans.retain(|_, (_, end)| *end > now);
-            bans.values()
-                .filter(|(key, _)| key.limit().name() == ban.name())
-                .cloned()
-                .collect()
-        };
-        // A ban evicted for room is not in force: only the store's state says.
-        let held = |key: &Key, end: u64| {
-            let digest = key.digest();
-            let state = lock(&self.inner.shards[self.shard_of(&digest)]).get(&digest);
-            matches!(state, Some(State::Ban { until, .. }) if until == end)
-        };
-        let mut out: Vec<Banned> = candidates
-            .into_iter()
-            .filter(|(key, end)| held(key, *end))
-            .map(|(key, end)| Banned {
-                key,
-                remaining: Duration::from_micros(end - now),
-            })
-            .collect();
-        out.sort_by(|a, b| a.principal().as_str().cmp(b.principal().as_str()));
-        out
-    }
-
-    /// One call of a shared pacer (see [`SharedPacer`](crate::SharedPacer)).
-    pub(crate) fn pace_now(&self, call: &PaceCall<'_>) -> PaceReply {
-        let now = self.inner.clock.now_micros();
-        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let mut pacers = self
-            .inner
-            .pacers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if pacers.len() > 1_024 {
-            pacers.retain(|_, p| p.lapses > now);
-        }
-        let name = format!("{}/{}", call.scope.as_str(), call.name);
-        let p = pacers.entry(name).or_insert(Pacer {
-            state: PacerState {
-                rate: 0.0,
-                next: 0,
-                paused: 0,
-                last_decrease: 0,
-            },
-            workers: Vec::new(),
-            lapses: 0,
-        });
-        let stored = (p.lapses > now && p.state.rate > 0.0).then_some(p.state);
-        let (state, go, wait_us) = crate::pacer::step(stored, call, now);
-        p.state = state;
-        p.lapses = now.saturating_add(us(call.remember));
-        p.workers
-            .retain(|&(id, until)| until > now && id != call.worker);
-        p.workers
-            .push((call.worker, now.saturating_add(us(call.registration))));
-        PaceReply {
-            go,
-            wait_us,
-            rate: state.rate,
-            workers: u32::try_from(p.workers.len()).unwrap_or(u32::MAX),
-        }
-    }
-
     fn sweep_if_due(&self, shard: &mut Shard, now: u64) {
         let now_sec = self.now_sec(now);
         if now_sec >= shard.next_sweep {
@@ -518,22 +451,40 @@ impl MemoryStore {
         }
     }
 
-    fn write(&self, shard: &mut Shard, digest: &[u64; 2], next: State, params: Params, now: u64) {
+    fn write(
+        &self,
+        shard: &mut Shard,
+        digest: &[u64; 2],
+        next: State,
+        params: Params,
+        now: u64,
+        hot: bool,
+    ) {
         let expires = self.expires_sec(next.expires_at(params));
-        self.insert(shard, digest, next, expires, now);
+        self.insert(shard, digest, next, expires, now, hot);
     }
 
-    /// Writes a key's state, making room first if the key is new and its shard is full.
-    fn insert(&self, shard: &mut Shard, digest: &[u64; 2], next: State, expires: u32, now: u64) {
+    /// Writes a key's state, making room in its limit's class first if the key is new and
+    /// the class is full in its shard. `hot`: the state refuses or slows someone.
+    fn insert(
+        &self,
+        shard: &mut Shard,
+        digest: &[u64; 2],
+        next: State,
+        expires: u32,
+        now: u64,
+        hot: bool,
+    ) {
         let cap = self.inner.shard_cap;
-        if let Err(next) = shard.put(digest, next, expires, cap) {
+        if let Err(next) = shard.put(digest, next, expires, cap, hot) {
             let want = (cap / 16).max(1);
-            let evicted = shard.make_room(self.now_sec(now), want);
+            let class = shard::class(digest);
+            let evicted = shard.make_room(self.now_sec(now), now, class, cap, want);
             self.inner
                 .evictions
                 .fetch_add(evicted as u64, Ordering::Relaxed);
             // Room was made (the cap is at least 1), so this write lands.
-            let _ = shard.put(digest, next, expires, cap);
+            let _ = shard.put(digest, next, expires, cap, hot);
         }
     }
 
@@ -554,7 +505,7 @@ impl MemoryStore {
             let state = shard.get_at(i);
             if let Some(next) = algorithm::refund(params, &state, at, check.cost()) {
                 let expires = self.expires_sec(next.expires_at(params));
-                shard.set_at(i, next, expires);
+                shard.set_at(i, next, expires, None);
             }
         }
     }
@@ -569,98 +520,18 @@ impl MemoryStore {
     }
 }
 
-impl MemoryStore {
-    /// Now, and when a slot of `key` leased now ends (µs, the store's clock).
-    fn lease_end(&self, key: &SlotKey) -> (u64, u64) {
-        let now = self.inner.clock.now_micros();
-        let ttl = u64::try_from(key.in_flight().ttl().as_micros()).unwrap_or(u64::MAX);
-        (now, now.saturating_add(ttl))
-    }
-
-    fn ban_record(&self) -> MutexGuard<'_, HashMap<[u64; 2], (Key, u64)>> {
-        self.inner
-            .bans
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn slots(&self) -> MutexGuard<'_, HashMap<String, Vec<(u64, u64)>>> {
-        self.inner
-            .slots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Slots for MemoryStore {
-    async fn take_slot(&self, key: &SlotKey, id: u64) -> Result<Taken, StoreError> {
-        let (now, end) = self.lease_end(key);
-        let mut slots = self.slots();
-        let held = slots.entry(key.local_name()).or_default();
-        held.retain(|&(_, end)| end > now);
-        let max = key.in_flight().max() as usize;
-        if held.len() < max {
-            held.push((id, end));
-            let in_use = u32::try_from(held.len()).unwrap_or(u32::MAX);
-            return Ok(Taken {
-                taken: true,
-                in_use,
-                retry_after: Duration::ZERO,
-            });
-        }
-        let first = held.iter().map(|&(_, end)| end).min().unwrap_or(now);
-        Ok(Taken {
-            taken: false,
-            in_use: u32::try_from(held.len()).unwrap_or(u32::MAX),
-            retry_after: Duration::from_micros(first.saturating_sub(now)),
-        })
-    }
-
-    async fn renew_slot(&self, key: &SlotKey, id: u64) -> Result<bool, StoreError> {
-        let (now, end) = self.lease_end(key);
-        let mut slots = self.slots();
-        let slot = slots
-            .get_mut(&key.local_name())
-            .and_then(|held| held.iter_mut().find(|(i, e)| *i == id && *e > now));
-        Ok(slot.map(|s| s.1 = end).is_some())
-    }
-
-    async fn release_slot(&self, key: &SlotKey, id: u64) -> Result<(), StoreError> {
-        let mut slots = self.slots();
-        let name = key.local_name();
-        if let Some(held) = slots.get_mut(&name) {
-            held.retain(|&(i, _)| i != id);
-            if held.is_empty() {
-                slots.remove(&name);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Dedupe for MemoryStore {
-    async fn first_seen(&self, id: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let now = self.inner.clock.now_micros();
-        let until = now.saturating_add(u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX));
-        let d = local_digest(b"dedupe", id.as_bytes());
-        // Bounded like the counters: expired ids go first, then the oldest; O(1) amortized.
-        Ok(self
-            .inner
-            .dedupe
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .first_seen(d, now, until))
-    }
-
-    async fn release(&self, id: &str) -> Result<(), StoreError> {
-        let d = local_digest(b"dedupe", id.as_bytes());
-        self.inner
-            .dedupe
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .release(&d);
-        Ok(())
-    }
+/// Whether `key`, whose check decided `d` and left `next`, refuses or slows somebody:
+/// refused, at its quota (the next request is refused), at or past a delay's threshold
+/// (the next request is held: the limiter sets the delay from this count), or a ban in
+/// force or counting.
+fn hot(key: &Key, d: &Decision, next: &State, now: u64) -> bool {
+    !d.is_allowed()
+        || d.remaining() == 0
+        || key
+            .limit()
+            .delay()
+            .is_some_and(|delay| d.limit().saturating_sub(d.remaining()) >= delay.after())
+        || matches!(next, State::Ban { until, events } if *until > now || !events.is_empty())
 }
 
 fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {

@@ -1,9 +1,14 @@
 //! One shard of the memory store: a SwissTable of `u32` indices into a dense entry slab.
 //!
-//! An entry is 40 bytes: the key's 128-bit digest, two state words, an expiry (seconds
-//! since the store's anchor) and a last-use stamp (a per-shard operation counter, for LRU).
-//! The algorithm's tag sits in the top 4 bits of the first word. Exact logs live in a side
-//! slab, since their size varies.
+//! An entry is 40 bytes: the key's 128-bit digest (its low 16 bits the limit's class),
+//! two state words, an expiry (seconds since the store's anchor) and a last-use stamp (a
+//! per-shard operation counter, for LRU). The algorithm's tag sits in bits 60–62 of the
+//! first word, and bit 63 marks a key that refused or slowed someone at its last write.
+//! Exact logs live in a side slab, since their size varies.
+//!
+//! Room is per class: a class at its cap makes room among its own keys only — first
+//! what costs nothing to forget (a full bucket, an empty log or count), then keys that
+//! refuse nobody, least recently used first, and keys that refuse or slow someone last.
 
 use std::collections::VecDeque;
 
@@ -13,6 +18,9 @@ use crate::algorithm::State;
 
 const TAG_SHIFT: u32 = 60;
 const PAYLOAD: u64 = (1 << TAG_SHIFT) - 1;
+const TAG_MASK: u64 = 0b111;
+/// Refused or slowed someone at its last write (kept while it has not expired).
+const HOT: u64 = 1 << 63;
 const TAG_FIXED: u64 = 1;
 const TAG_SLIDING: u64 = 2;
 const TAG_BUCKET: u64 = 3;
@@ -22,7 +30,18 @@ const TAG_BAN: u64 = 5;
 
 /// Whether a first word's state keeps entries in the log slab.
 fn has_log(a: u64) -> bool {
-    matches!(a >> TAG_SHIFT, TAG_LOG | TAG_BAN)
+    matches!(tag(a), TAG_LOG | TAG_BAN)
+}
+
+fn tag(a: u64) -> u64 {
+    (a >> TAG_SHIFT) & TAG_MASK
+}
+
+/// The limit class a key's digest carries.
+pub(super) fn class(key: &[u64; 2]) -> u16 {
+    #[allow(clippy::cast_possible_truncation)]
+    let c = key[1] as u16;
+    c
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +61,8 @@ pub(super) struct Shard {
     free_logs: Vec<u32>,
     tick: u32,
     pub(super) next_sweep: u32,
+    /// Keys per limit class (a handful of classes: a scan beats a hash).
+    classes: Vec<(u16, u32)>,
 }
 
 fn hash(key: &[u64; 2]) -> u64 {
@@ -83,17 +104,28 @@ impl Shard {
     }
 
     /// Overwrites the state at slab index `i` (from [`find`](Self::find), with no
-    /// insertion or removal since).
-    pub(super) fn set_at(&mut self, i: usize, state: State, expires: u32) {
-        let (a, b) = self.encode(state, Some(self.entries[i].a));
+    /// insertion or removal since); whether it refuses somebody is `hot`, or stays as it
+    /// was.
+    pub(super) fn set_at(&mut self, i: usize, state: State, expires: u32, hot: Option<bool>) {
+        let old = self.entries[i].a;
+        let (a, b) = self.encode(state, Some(old));
+        let hot = hot.map_or(old & HOT, |h| if h { HOT } else { 0 });
         let e = &mut self.entries[i];
-        (e.a, e.b, e.expires) = (a, b, expires);
+        (e.a, e.b, e.expires) = (a | hot, b, expires);
+    }
+
+    /// How many keys of `class` this shard holds.
+    pub(super) fn class_len(&self, class: u16) -> usize {
+        self.classes
+            .iter()
+            .find(|&&(c, _)| c == class)
+            .map_or(0, |&(_, n)| n as usize)
     }
 
     fn decode(&self, i: usize) -> State {
         let e = &self.entries[i];
         let payload = e.a & PAYLOAD;
-        match e.a >> TAG_SHIFT {
+        match tag(e.a) {
             TAG_FIXED => State::Fixed {
                 window: payload,
                 count: e.b,
@@ -178,26 +210,34 @@ impl Shard {
         }
     }
 
-    /// Writes `state` for `key`. Gives the state back when the key is new and the shard is
-    /// full (the caller makes room and calls again).
+    /// Writes `state` for `key`, `hot` if it refuses or slows someone. Gives the state back
+    /// when the key is new and its class holds `cap` keys here already (the caller makes
+    /// room and calls again).
     pub(super) fn put(
         &mut self,
         key: &[u64; 2],
         state: State,
         expires: u32,
         cap: usize,
+        hot: bool,
     ) -> Result<(), State> {
         self.tick = self.tick.wrapping_add(1);
+        let hot = if hot { HOT } else { 0 };
         if let Some(i) = self.find(key) {
             let (a, b) = self.encode(state, Some(self.entries[i].a));
             let e = &mut self.entries[i];
-            (e.a, e.b, e.expires, e.used) = (a, b, expires, self.tick);
+            (e.a, e.b, e.expires, e.used) = (a | hot, b, expires, self.tick);
             return Ok(());
         }
-        if self.entries.len() >= cap {
+        if self.class_len(class(key)) >= cap {
             return Err(state);
         }
+        match self.classes.iter_mut().find(|(c, _)| *c == class(key)) {
+            Some((_, n)) => *n += 1,
+            None => self.classes.push((class(key), 1)),
+        }
         let (a, b) = self.encode(state, None);
+        let a = a | hot;
         if self.entries.len() == self.entries.capacity() {
             // Grow by a quarter, not double: memory stays within 25% of what is used.
             let extra = (self.entries.len() / 4).max(16);
@@ -231,40 +271,71 @@ impl Shard {
         self.retain_where(|_, e| e.expires > now)
     }
 
-    /// Makes room for at least `want` new keys: expired keys first, then the least
-    /// recently used. Returns how many live keys were evicted.
-    pub(super) fn make_room(&mut self, now: u32, want: usize) -> usize {
-        let expired = self.sweep(now);
-        let k = want.saturating_sub(expired).min(self.entries.len());
+    /// Makes room in `class` for at least `want` new keys (of at most `cap`): expired keys
+    /// of every class first, then keys of `class` alone, in the order of [`rank`]. `now` is
+    /// in seconds since the anchor, `now_us` the store's time. Returns how many live keys
+    /// were evicted.
+    pub(super) fn make_room(
+        &mut self,
+        now: u32,
+        now_us: u64,
+        class: u16,
+        cap: usize,
+        want: usize,
+    ) -> usize {
+        self.sweep(now);
+        let have = self.class_len(class);
+        let k = (have + want).saturating_sub(cap).min(have);
         if k == 0 {
             return 0;
         }
-        // Ages since last use; the k oldest go.
         let tick = self.tick;
-        let mut ages: Vec<u32> = self
+        let mut ranked: Vec<(u64, u32)> = self
             .entries
             .iter()
-            .map(|e| tick.wrapping_sub(e.used))
+            .enumerate()
+            .filter(|(_, e)| self::class(&e.key) == class)
+            .map(|(i, e)| {
+                (
+                    self.rank(e, tick, now_us),
+                    u32::try_from(i).unwrap_or(u32::MAX),
+                )
+            })
             .collect();
-        let n = ages.len();
-        let (_, &mut threshold, _) = ages.select_nth_unstable(n - k);
-        let above = self
-            .entries
-            .iter()
-            .filter(|e| tick.wrapping_sub(e.used) > threshold)
-            .count();
-        let mut at_threshold_left = k.saturating_sub(above);
-        self.retain_where(|_, e| {
-            let age = tick.wrapping_sub(e.used);
-            if age > threshold {
-                false
-            } else if age == threshold && at_threshold_left > 0 {
-                at_threshold_left -= 1;
-                false
-            } else {
-                true
-            }
-        })
+        if k < ranked.len() {
+            ranked.select_nth_unstable(k - 1);
+        }
+        let mut gone = vec![false; self.entries.len()];
+        for &(_, i) in &ranked[..k] {
+            gone[i as usize] = true;
+        }
+        self.retain_where(|i, _| !gone[i])
+    }
+
+    /// Which keys go first when a class needs room (the lowest rank): what costs nothing to
+    /// forget (its state is a fresh one's), then keys that refuse nobody, then keys that
+    /// refused or slowed someone; in each tier the least recently used first.
+    fn rank(&self, e: &Entry, tick: u32, now_us: u64) -> u64 {
+        let payload = e.a & PAYLOAD;
+        let free = match tag(e.a) {
+            TAG_BUCKET => payload <= now_us,
+            TAG_FIXED => e.b == 0,
+            TAG_SLIDING => e.b == 0,
+            TAG_LOG => self
+                .logs
+                .get(payload as usize)
+                .is_none_or(VecDeque::is_empty),
+            _ => false,
+        };
+        let tier: u64 = if free {
+            0
+        } else if e.a & HOT == 0 {
+            1
+        } else {
+            2
+        };
+        let age = tick.wrapping_sub(e.used);
+        (tier << 32) | u64::from(u32::MAX - age)
     }
 
     /// Keeps the entries for which `keep(index, entry)` holds; rebuilds the index table.
@@ -273,14 +344,21 @@ impl Shard {
         let before = self.entries.len();
         let mut idx = 0;
         let mut dropped_logs = Vec::new();
+        let classes = &mut self.classes;
         self.entries.retain(|e| {
             let k = keep(idx, e);
             idx += 1;
-            if !k && has_log(e.a) {
-                dropped_logs.push(u32::try_from(e.a & PAYLOAD).ok());
+            if !k {
+                if has_log(e.a) {
+                    dropped_logs.push(u32::try_from(e.a & PAYLOAD).ok());
+                }
+                if let Some((_, n)) = classes.iter_mut().find(|(c, _)| *c == class(&e.key)) {
+                    *n -= 1;
+                }
             }
             k
         });
+        self.classes.retain(|&(_, n)| n > 0);
         for slot in dropped_logs {
             self.release_log(slot);
         }
@@ -345,11 +423,14 @@ mod tests {
         ];
         for (n, st) in states.iter().enumerate() {
             let key = [n as u64, 1];
-            assert!(s.put(&key, st.clone(), 10, 100).is_ok());
+            assert!(s.put(&key, st.clone(), 10, 100, false).is_ok());
             assert_eq!(s.get(&key).as_ref(), Some(st));
         }
         // A log replaced by a counter frees its slot.
-        assert!(s.put(&[3, 1], State::Bucket { tat: 5 }, 10, 100).is_ok());
+        assert!(
+            s.put(&[3, 1], State::Bucket { tat: 5 }, 10, 100, false)
+                .is_ok()
+        );
         assert_eq!(s.free_logs.len(), 1);
         assert!(s.remove(&[0, 1]));
         assert_eq!(s.get(&[0, 1]), None);
@@ -361,12 +442,18 @@ mod tests {
         let mut s = Shard::default();
         for n in 0..10u64 {
             let exp = if n < 2 { 5 } else { 50 };
-            assert!(s.put(&[n, 0], State::Bucket { tat: n }, exp, 10).is_ok());
+            assert!(
+                s.put(&[n, 0], State::Bucket { tat: n }, exp, 10, false)
+                    .is_ok()
+            );
         }
-        assert!(s.put(&[99, 0], State::Bucket { tat: 1 }, 50, 10).is_err());
+        assert!(
+            s.put(&[99, 0], State::Bucket { tat: 1 }, 50, 10, false)
+                .is_err()
+        );
         s.get(&[2, 0]); // key 2 is in use now
         // Keys 0 and 1 expired at 5 s; two more go, the least recently used.
-        assert_eq!(s.make_room(6, 4), 2);
+        assert_eq!(s.make_room(6, 0, 0, 10, 4), 2);
         assert!(s.get(&[2, 0]).is_some());
         assert!(s.get(&[3, 0]).is_none() && s.get(&[4, 0]).is_none());
         assert!(s.get(&[5, 0]).is_some());
