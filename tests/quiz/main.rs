@@ -10,6 +10,7 @@ use rate_limit_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 mod abuse;
+mod flood;
 mod holds;
 mod proxy;
 
