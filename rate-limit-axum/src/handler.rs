@@ -65,7 +65,9 @@ impl HandlerLimiter {
         }
     }
 
-    /// At most `n` requests held at once by this limiter and its clones (default 10 000),
+    /// At most `n` requests held at once by this limiter and its clones (default
+    /// [`default_max_held`](rate_limit_core::default_max_held): a quarter of the process's
+    /// open-file limit),
     /// for limits made with [`Limit::delayed`](rate_limit_core::Limit::delayed): the
     /// checks below wait out a request's delay, one at a time per principal, before they
     /// return; over this cap, or from a source already waiting in a full line of its

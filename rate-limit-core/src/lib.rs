@@ -64,7 +64,9 @@ pub use limit::{
     AlgorithmKind, Delay, Growth, Limit, MAX_BAN_AFTER, MAX_DELAY, MAX_LEASE_LIFETIME,
     MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW,
 };
-pub use limiter::{Answer, FailurePolicy, FailureReason, Holding, Limiter, LimiterBuilder};
+pub use limiter::{
+    Answer, FailurePolicy, FailureReason, Holding, Limiter, LimiterBuilder, default_max_held,
+};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use pacer::SharedPacer;
 pub use principal::{

@@ -163,7 +163,8 @@ impl RateLimitLayer {
     }
 
     /// At most `n` requests held at once by this layer, all principals together (default
-    /// 10 000): requests over a delayed limit's threshold
+    /// [`default_max_held`](rate_limit_core::default_max_held): a quarter of the process's
+    /// open-file limit, 256 under the common 1 024): requests over a delayed limit's threshold
     /// ([`Limit::delayed`](rate_limit_core::Limit::delayed)) wait for their delay, one at a
     /// time per principal, with a `Server-Timing: rate-limit-hold;dur=<ms>` header; over
     /// this cap, or from a source already waiting in a full line of its principal, they

@@ -56,9 +56,33 @@ impl fmt::Debug for Holding {
 }
 
 impl Default for Holding {
-    /// At most 10 000 requests held at once.
+    /// At most [`default_max_held`] requests held at once: a quarter of the process's
+    /// open-file limit.
     fn default() -> Self {
-        Self::new(10_000)
+        Self::new(default_max_held())
+    }
+}
+
+/// The default cap on requests held at once by one [`Holding`]: a quarter of the process's
+/// soft open-file limit (`ulimit -n`), between 64 and 10 000 — 256 under the common 1 024.
+///
+/// A held request is an open connection (a file descriptor) and about 23 KB of memory, most
+/// of it the connection's buffers, so the cap sizes both: a quarter of the descriptors
+/// leaves the rest for the connections being answered, the store's and the listener's
+/// accept, which pauses on `EMFILE` when none is left and then slows every route. Raise
+/// the open-file limit (and this cap with `max_held`) for a server that holds more. Where
+/// the limit cannot be read (not Linux), 1 024 is assumed.
+pub fn default_max_held() -> usize {
+    (open_file_limit().unwrap_or(1_024) / 4).clamp(64, 10_000)
+}
+
+/// The soft open-file limit, from `/proc/self/limits`.
+fn open_file_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    match line["Max open files".len()..].split_whitespace().next()? {
+        "unlimited" => Some(usize::MAX),
+        n => n.parse().ok(),
     }
 }
 
@@ -205,4 +229,16 @@ fn set_delay(answer: Answer, i: usize, held: Duration) -> Answer {
         }
         d
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_cap_is_a_quarter_of_the_open_file_limit() {
+        let limit = open_file_limit().expect("Linux has /proc/self/limits");
+        assert_eq!(default_max_held(), (limit / 4).clamp(64, 10_000));
+        assert_eq!(Holding::default().lines.max_total, default_max_held());
+    }
 }

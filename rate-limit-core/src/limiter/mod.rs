@@ -68,7 +68,7 @@ mod policy;
 
 use health::Health;
 
-pub use hold::Holding;
+pub use hold::{Holding, default_max_held};
 pub use policy::{Answer, FailurePolicy, FailureReason};
 
 /// The default time budget of one store call, retries included.
