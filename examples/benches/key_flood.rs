@@ -9,14 +9,14 @@
 //! with fewer left than a fresh key's 19), the address is still refused and the account's
 //! next failure is still held.
 
-use std::process::{Command, Stdio};
+mod quiz;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use rate_limit_testkit::redis::free_port;
 use rate_limit_testkit::rss_kib;
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
@@ -67,24 +67,9 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_100_000);
-    let port = free_port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_quiz-night"))
-        .env("QUIZ_BIND", format!("127.0.0.1:{port}"))
-        .env("QUIZ_TRUSTED_PROXIES", "127.0.0.0/8")
-        .env_remove("REDIS_URL")
-        .env_remove("REDIS_CLUSTER")
-        .env_remove("REDIS_SENTINEL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("quiz-night runs");
+    let (mut server, port) = quiz::start(None);
     let pid = server.id();
-    std::thread::sleep(Duration::from_millis(500));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = quiz::runtime();
     let ok = rt.block_on(async move {
         let mut s = connect(port).await;
         let poll = |who: String, ip: String| vec![("x-participant-id", who), ("x-forwarded-for", ip)];

@@ -10,10 +10,10 @@
 //! (exit 1) unless the RSS plateaus: the highest after the last five pile-ups within 5% of
 //! the highest after the five before.
 
-use std::process::{Command, Stdio};
+mod quiz;
+
 use std::time::{Duration, Instant};
 
-use rate_limit_testkit::redis::free_port;
 use rate_limit_testkit::rss_kib;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -39,24 +39,9 @@ async fn timed(port: u16, raw: String) -> Duration {
 const PILEUPS: u32 = 20;
 
 fn main() {
-    let port = free_port();
-    let bin = env!("CARGO_BIN_EXE_quiz-night");
-    let mut server = Command::new("sh")
-        .args(["-c", &format!("ulimit -n 1024 && exec {bin}")])
-        .env("QUIZ_BIND", format!("127.0.0.1:{port}"))
-        .env("QUIZ_TRUSTED_PROXIES", "127.0.0.0/8")
-        .env_remove("REDIS_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("quiz-night runs");
+    let (mut server, port) = quiz::start(Some(1_024));
     let pid = server.id();
-    std::thread::sleep(Duration::from_millis(500));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = quiz::runtime();
     let wrong = |a: u32| format!("{{\"email\":\"a{a}@example.com\",\"password\":\"guess\"}}");
     let series = rt.block_on(async {
         // Five failures on each of 300 accounts, each from its own address.

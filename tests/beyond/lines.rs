@@ -57,33 +57,14 @@ async fn a_request_gone_while_held_gives_back_and_pushes_nobody_back() {
     let (limiter, holding) = (limiter(), Holding::new(100));
     let (per_ip, acct) = (Limit::sliding_log("ip", 100, s(900)).unwrap(), account());
     let start = Instant::now();
+    let from = |ip| attempt(&limiter, &holding, chain(ip, &per_ip, &acct), start);
     for _ in 0..2 {
-        assert!(
-            attempt(
-                &limiter,
-                &holding,
-                chain("192.0.2.1", &per_ip, &acct),
-                start
-            )
-            .await
-            .unwrap()
-            .0
-        );
+        assert!(from("192.0.2.1").await.unwrap().0);
     }
     // The 3rd is held 1 s; the 4th (another source) waits behind it for 2 s more.
-    let third = attempt(
-        &limiter,
-        &holding,
-        chain("192.0.2.1", &per_ip, &acct),
-        start,
-    );
+    let third = from("192.0.2.1");
     tokio::task::yield_now().await;
-    let fourth = attempt(
-        &limiter,
-        &holding,
-        chain("192.0.2.2", &per_ip, &acct),
-        start,
-    );
+    let fourth = from("192.0.2.2");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(holding.held(), 2);
     let key = acct.key(Principal::new(PrincipalKind::User, "ada"));
@@ -115,45 +96,20 @@ async fn a_full_line_turns_away_a_source_already_in_it_never_a_newcomer() {
     let (limiter, holding) = (limiter(), Holding::new(100));
     let (per_ip, acct) = (Limit::sliding_log("ip", 100, s(900)).unwrap(), account());
     let start = Instant::now();
+    let from = |ip| attempt(&limiter, &holding, chain(ip, &per_ip, &acct), start);
     for _ in 0..2 {
-        attempt(
-            &limiter,
-            &holding,
-            chain("203.0.113.9", &per_ip, &acct),
-            start,
-        )
-        .await
-        .unwrap();
+        from("203.0.113.9").await.unwrap();
     }
     // The attacker's address fills the line (2), a third from it is refused at once.
     let mut held = Vec::new();
     for _ in 0..2 {
-        held.push(attempt(
-            &limiter,
-            &holding,
-            chain("203.0.113.9", &per_ip, &acct),
-            start,
-        ));
+        held.push(from("203.0.113.9"));
         tokio::task::yield_now().await;
     }
-    let (allowed, at) = attempt(
-        &limiter,
-        &holding,
-        chain("203.0.113.9", &per_ip, &acct),
-        start,
-    )
-    .await
-    .unwrap();
+    let (allowed, at) = from("203.0.113.9").await.unwrap();
     assert_eq!((allowed, at), (false, Duration::ZERO));
     // The owner's address joins the full line and waits its turn: 1 s, 2 s, then its 4 s.
-    let (allowed, at) = attempt(
-        &limiter,
-        &holding,
-        chain("192.0.2.10", &per_ip, &acct),
-        start,
-    )
-    .await
-    .unwrap();
+    let (allowed, at) = from("192.0.2.10").await.unwrap();
     assert!(allowed, "a newcomer is never refused by the line");
     assert_eq!(at, s(1 + 2 + 4));
     for h in held {

@@ -19,6 +19,16 @@ use crate::{held_ms, start};
 const WRONG: &str = "{\"email\":\"demo@example.com\",\"password\":\"guess\"}";
 const RIGHT: &str = "{\"email\":\"demo@example.com\",\"password\":\"quiz\"}";
 
+/// The owner's right password, from its own address.
+async fn owner_signs_in(http: &reqwest::Client, s: &rate_limit_tests::Server) -> reqwest::Response {
+    http.post(s.url("/auth/sign-in"))
+        .header("x-forwarded-for", "192.0.2.10")
+        .body(RIGHT)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Sends a sign-in on a raw connection from `ip` (through the trusted proxy), waits `for_`,
 /// and closes the connection without reading the answer.
 async fn abandon(addr: std::net::SocketAddr, ip: String, for_: Duration) {
@@ -67,13 +77,7 @@ async fn abandoned(store: AnyStore) {
     }
     // Give-backs on the Redis store run on the runtime: let them land.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let r = http
-        .post(s.url("/auth/sign-in"))
-        .header("x-forwarded-for", "192.0.2.10")
-        .body(RIGHT)
-        .send()
-        .await
-        .unwrap();
+    let r = owner_signs_in(&http, &s).await;
     assert_eq!(r.status(), StatusCode::OK, "the owner signs in");
     // Only the five answered failures count: the owner's attempt is the 6th, held 10 ms.
     assert!(held_ms(&r) <= 40, "held {} ms", held_ms(&r));
@@ -122,13 +126,7 @@ async fn kept_open(store: AnyStore) {
     }
     // The line fills: five failures at once, then everything is held 80 ms apart at most.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let r = http
-        .post(s.url("/auth/sign-in"))
-        .header("x-forwarded-for", "192.0.2.10")
-        .body(RIGHT)
-        .send()
-        .await
-        .unwrap();
+    let r = owner_signs_in(&http, &s).await;
     stop.store(true, Ordering::Relaxed);
     assert_eq!(r.status(), StatusCode::OK, "waited, never refused");
     let held = held_ms(&r);
