@@ -20,7 +20,7 @@
 //!   × about 50 bytes.
 //! - **Compact**: 40 bytes per key in a dense slab plus 5 bytes per table slot (about
 //!   50 bytes per key at 1M keys); exact logs keep their timestamps beside it.
-//! - **De-duplication** ([`Dedupe`]): delivery ids are remembered until their TTL, at most
+//! - **De-duplication** ([`Dedupe`](crate::Dedupe)): delivery ids are remembered until their TTL, at most
 //!   `max_keys` of them (about 100 bytes each, measured at 1M). At the cap the oldest id
 //!   is forgotten in amortized constant time, and a redelivery of a forgotten id is
 //!   processed again: the default holds a day of 11 deliveries a second on average; a
