@@ -66,8 +66,8 @@ impl Default for Holding {
 /// The default cap on requests held at once by one [`Holding`]: a quarter of the process's
 /// soft open-file limit (`ulimit -n`), between 64 and 10 000 — 256 under the common 1 024.
 ///
-/// A held request is an open connection (a file descriptor) and about 23 KB of memory, most
-/// of it the connection's buffers, so the cap sizes both: a quarter of the descriptors
+/// A held request is an open connection (a file descriptor) and its buffers (the request's
+/// own state is about 2.6 KB: BENCHMARKS.md), so the cap sizes both: a quarter of the descriptors
 /// leaves the rest for the connections being answered, the store's and the listener's
 /// accept, which pauses on `EMFILE` when none is left and then slows every route. Raise
 /// the open-file limit (and this cap with `max_held`) for a server that holds more. Where
