@@ -4,7 +4,6 @@
 
 pub mod redis;
 pub mod tls;
-pub mod versions;
 
 /// A process's resident set size in KiB, from `/proc/PID/status` (0 where unreadable).
 pub fn rss_kib(pid: u32) -> u64 {

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,8 @@ pub fn free_port() -> u16 {
         }
     }
 }
+
+pub mod versions;
 
 /// One `redis-server` this test started.
 #[derive(Debug)]
@@ -51,22 +53,6 @@ impl RedisServer {
             port = free_port();
         }
         panic!("redis-server did not start on 5 ports (is it installed? .ci/run installs it)");
-    }
-
-    /// Starts a standalone server of another Redis version: the `redis-server` at `binary`.
-    ///
-    /// # Panics
-    ///
-    /// If it does not come up on 5 free ports.
-    pub fn start_binary(binary: &Path) -> Self {
-        for _ in 0..5 {
-            let mut s = Self::unstarted(free_port(), &[]);
-            s.binary = Some(binary.to_owned());
-            if s.try_spawn() {
-                return s;
-            }
-        }
-        panic!("{} did not start on 5 ports", binary.display());
     }
 
     /// Starts a standalone server on a free port, or `None` when `redis-server` is not

