@@ -93,12 +93,7 @@ async fn a_refused_write_on_redis_6_2_is_a_refusal() {
     let limit = Limit::fixed_window("compat-oom", 10, Duration::from_secs(60)).unwrap();
     let chain = Chain::new().check(&limit, Principal::user("ada"));
     assert!(store.check(&chain).await.is_ok());
-    let filler = "x".repeat(64 * 1024);
-    for i in 0..16 {
-        server.cli(&["SET", &format!("filler-{i}"), &filler]);
-    }
-    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-    server.cli(&["CONFIG", "SET", "maxmemory", "256kb"]);
+    crate::support::over_the_memory_cap(&server);
     let err = store.check(&chain).await.unwrap_err();
     assert_eq!(err.kind(), StoreErrorKind::Rejected, "{err}");
     server.cli(&["CONFIG", "SET", "maxmemory", "0"]);

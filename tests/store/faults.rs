@@ -177,13 +177,7 @@ async fn out_of_memory_under_noeviction_is_a_store_error() {
     let store = standalone(&server.url());
     let (_, c) = chain("oom", 10);
     assert!(store.check(&c).await.is_ok());
-    // Over the limit for good: fill ~1 MB, then set maxmemory below what is used.
-    let filler = "x".repeat(64 * 1024);
-    for i in 0..16 {
-        server.cli(&["SET", &format!("filler-{i}"), &filler]);
-    }
-    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-    server.cli(&["CONFIG", "SET", "maxmemory", "256kb"]);
+    crate::support::over_the_memory_cap(&server);
     let err = store.check(&c).await.unwrap_err();
     assert_eq!(err.kind(), StoreErrorKind::Rejected, "{err}");
     server.cli(&["CONFIG", "SET", "maxmemory", "0"]);

@@ -55,3 +55,14 @@ pub(crate) async fn clear_of_boundary(window: Duration, margin: Duration) {
         tokio::time::sleep(Duration::from_micros(u64::try_from(left).unwrap() + 10_000)).await;
     }
 }
+
+/// Puts `server` over its memory cap for good under `noeviction`: ~1 MB of data, then
+/// `maxmemory` 256 kB. Every write is refused with OOM until `maxmemory` is lifted.
+pub(crate) fn over_the_memory_cap(server: &rate_limit_tests::redis::RedisServer) {
+    let filler = "x".repeat(64 * 1024);
+    for i in 0..16 {
+        server.cli(&["SET", &format!("filler-{i}"), &filler]);
+    }
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    server.cli(&["CONFIG", "SET", "maxmemory", "256kb"]);
+}

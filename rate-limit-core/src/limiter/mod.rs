@@ -55,17 +55,18 @@ use tokio::time::Instant;
 
 use crate::chain::{Chain, Check};
 use crate::decision::Decision;
-use crate::error::{ConfigError, ConfigErrorKind};
 use crate::reservation::Reservation;
 #[cfg(feature = "redis")]
 use crate::store::RedisStore;
 use crate::store::{AnyStore, BoxStore, Domains, MemoryStore, Store, StoreError};
 
+mod builder;
 mod health;
 mod hold;
 mod line;
 mod policy;
 
+pub use builder::LimiterBuilder;
 use health::Health;
 
 pub use hold::{Holding, default_max_held};
@@ -120,95 +121,6 @@ impl<S> fmt::Debug for Limiter<S> {
             .field("retries", &self.inner.retries)
             .field("cooldown", &self.inner.cooldown)
             .finish_non_exhaustive()
-    }
-}
-
-/// Builds a [`Limiter`].
-#[derive(Debug)]
-#[must_use]
-pub struct LimiterBuilder<S> {
-    store: S,
-    name: Cow<'static, str>,
-    timeout: Duration,
-    retries: u32,
-    retry_delay: Duration,
-    cooldown: Duration,
-    quiet: Duration,
-    fallback: Option<MemoryStore>,
-}
-
-impl<S: Store> LimiterBuilder<S> {
-    /// The store's name in logs and metrics (default `store`), e.g. `redis`.
-    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
-        self.name = name.into();
-        self
-    }
-
-    /// The time budget of one call, retries included (default 500 ms).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Retries for calls that surely did not run (default 2).
-    pub fn retries(mut self, retries: u32) -> Self {
-        self.retries = retries;
-        self
-    }
-
-    /// The pause between retries (default 100 ms).
-    pub fn retry_delay(mut self, delay: Duration) -> Self {
-        self.retry_delay = delay;
-        self
-    }
-
-    /// How long the store is skipped after a failure (default 1 s; zero disables it).
-    pub fn cooldown(mut self, cooldown: Duration) -> Self {
-        self.cooldown = cooldown;
-        self
-    }
-
-    /// How long the store must answer without failing before an episode of trouble ends and
-    /// `rate_limit.recovered` is logged (default 5 s).
-    pub fn quiet_period(mut self, quiet: Duration) -> Self {
-        self.quiet = quiet;
-        self
-    }
-
-    /// The in-process store used by [`FailurePolicy::Memory`] (default: a memory store
-    /// capped at 100 000 keys).
-    pub fn fallback(mut self, fallback: MemoryStore) -> Self {
-        self.fallback = Some(fallback);
-        self
-    }
-
-    /// Builds the limiter; `store.invalid` for a zero timeout.
-    pub fn build(self) -> Result<Limiter<S>, ConfigError> {
-        if self.timeout.is_zero() {
-            return Err(ConfigError::new(
-                ConfigErrorKind::StoreInvalid,
-                "timeout",
-                "the store timeout must be above zero",
-            ));
-        }
-        let fallback = match self.fallback {
-            Some(f) => f,
-            None => MemoryStore::builder().max_keys(FALLBACK_KEYS).build()?,
-        };
-        Ok(Limiter {
-            inner: Arc::new(Inner {
-                store: self.store,
-                name: self.name,
-                timeout: self.timeout,
-                retries: self.retries,
-                retry_delay: self.retry_delay,
-                cooldown: self.cooldown,
-                quiet: self.quiet,
-                fallback,
-                anchor: Instant::now(),
-                health: (0..Domains::COUNT).map(|_| Health::default()).collect(),
-            }),
-        })
     }
 }
 

@@ -1,0 +1,101 @@
+//! [`LimiterBuilder`]: a limiter's settings.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::health::Health;
+use super::{FALLBACK_KEYS, Inner, Limiter};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::store::{Domains, MemoryStore, Store};
+
+/// Builds a [`Limiter`].
+#[derive(Debug)]
+#[must_use]
+pub struct LimiterBuilder<S> {
+    pub(super) store: S,
+    pub(super) name: Cow<'static, str>,
+    pub(super) timeout: Duration,
+    pub(super) retries: u32,
+    pub(super) retry_delay: Duration,
+    pub(super) cooldown: Duration,
+    pub(super) quiet: Duration,
+    pub(super) fallback: Option<MemoryStore>,
+}
+
+impl<S: Store> LimiterBuilder<S> {
+    /// The store's name in logs and metrics (default `store`), e.g. `redis`.
+    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The time budget of one call, retries included (default 500 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Retries for calls that surely did not run (default 2).
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// The pause between retries (default 100 ms).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// How long the store is skipped after a failure (default 1 s; zero disables it).
+    pub fn cooldown(mut self, cooldown: Duration) -> Self {
+        self.cooldown = cooldown;
+        self
+    }
+
+    /// How long the store must answer without failing before an episode of trouble ends and
+    /// `rate_limit.recovered` is logged (default 5 s).
+    pub fn quiet_period(mut self, quiet: Duration) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    /// The in-process store used by [`FailurePolicy::Memory`] (default: a memory store
+    /// capped at 100 000 keys).
+    pub fn fallback(mut self, fallback: MemoryStore) -> Self {
+        self.fallback = Some(fallback);
+        self
+    }
+
+    /// Builds the limiter; `store.invalid` for a zero timeout.
+    pub fn build(self) -> Result<Limiter<S>, ConfigError> {
+        if self.timeout.is_zero() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::StoreInvalid,
+                "timeout",
+                "the store timeout must be above zero",
+            ));
+        }
+        let fallback = match self.fallback {
+            Some(f) => f,
+            None => MemoryStore::builder().max_keys(FALLBACK_KEYS).build()?,
+        };
+        Ok(Limiter {
+            inner: Arc::new(Inner {
+                store: self.store,
+                name: self.name,
+                timeout: self.timeout,
+                retries: self.retries,
+                retry_delay: self.retry_delay,
+                cooldown: self.cooldown,
+                quiet: self.quiet,
+                fallback,
+                anchor: Instant::now(),
+                health: (0..Domains::COUNT).map(|_| Health::default()).collect(),
+            }),
+        })
+    }
+}
