@@ -63,7 +63,7 @@ impl<S: Store> LimiterBuilder<S> {
         self
     }
 
-    /// The in-process store used by [`FailurePolicy::Memory`] (default: a memory store
+    /// The in-process store used by [`FailurePolicy::Memory`](super::FailurePolicy::Memory) (default: a memory store
     /// capped at 100 000 keys).
     pub fn fallback(mut self, fallback: MemoryStore) -> Self {
         self.fallback = Some(fallback);
