@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::{ConfigError, Limit, PrincipalKind};
+use rate_limit_core::{ConfigError, Limit, Limiter, PrincipalKind};
 use rate_limit_tower::extract::HeaderKey;
 use rate_limit_tower::{RateLimitLayer, Rule};
 
@@ -89,7 +89,7 @@ impl BenchConfig {
 /// The limited app.
 pub fn app(cfg: &BenchConfig) -> Result<Router, ConfigError> {
     let store = cfg.store.build()?;
-    let layer = RateLimitLayer::new(store).rule(Rule::new(
+    let layer = RateLimitLayer::new(Limiter::new(store)).rule(Rule::new(
         cfg.limit()?,
         HeaderKey::new(
             http::HeaderName::from_static("x-key"),

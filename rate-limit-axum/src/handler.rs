@@ -41,7 +41,7 @@ use rate_limit_tower::{Answering, RateLimitInfo, Verdict};
 ///
 /// # fn main() -> Result<(), rate_limit_core::ConfigError> {
 /// let app = App {
-///     limiter: HandlerLimiter::new(Limiter::new(AnyStore::Memory(MemoryStore::new()))),
+///     limiter: HandlerLimiter::new(Limiter::new(MemoryStore::new())),
 ///     per_account: Limit::sliding_log("sign-in-account", 5, Duration::from_secs(900))?,
 /// };
 /// let router: Router = Router::new().route("/auth/sign-in", post(sign_in)).with_state(app);
@@ -56,8 +56,7 @@ pub struct HandlerLimiter {
 
 impl HandlerLimiter {
     /// A limiter answering like a layer with default settings.
-    pub fn new(limiter: impl Into<Limiter<AnyStore>>) -> Self {
-        let limiter = limiter.into();
+    pub fn new(limiter: Limiter) -> Self {
         Self {
             limiter,
             answering: Answering::new(),

@@ -62,5 +62,10 @@ pub use handler::{Admitted, HandlerLimiter, Refused, RejectionResponse, Reserved
 
 #[doc(no_inline)]
 pub use rate_limit_core as core;
+/// What a first layer needs, so that an axum program imports from this crate alone.
+#[doc(no_inline)]
+pub use rate_limit_core::{ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, PrincipalKind};
 #[doc(no_inline)]
 pub use rate_limit_tower as tower;
+#[doc(no_inline)]
+pub use rate_limit_tower::{Answering, RateLimitLayer, Rule};

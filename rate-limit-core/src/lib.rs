@@ -29,51 +29,50 @@
 
 mod adaptive;
 mod algorithm;
-mod ban;
 mod budget;
 mod chain;
 mod clock;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
-mod decision;
 mod error;
-mod inflight;
 mod key;
 mod limit;
 pub mod limiter;
 mod name;
 mod pacer;
 mod principal;
-mod reservation;
+mod protocol;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod testing;
 
-pub use adaptive::{Adaptive, Aimd, Pace};
-pub use ban::Banned;
+pub use adaptive::{Adaptive, Pace};
 pub use budget::{Budget, Spender};
 pub use chain::{Chain, ChainMode, Check};
 pub use clock::{Clock, FakeClock, SystemClock, TokioClock};
-pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
 pub use error::{ConfigError, ConfigErrorKind};
-pub use inflight::{InFlight, MAX_SLOT_TTL, MIN_SLOT_TTL, Slot, SlotAnswer, SlotKey, Slots, Taken};
 pub use key::Key;
 pub use limit::{
-    AlgorithmKind, Delay, Growth, Limit, MAX_BAN_AFTER, MAX_DELAY, MAX_LEASE_LIFETIME,
-    MAX_SLIDING_PRODUCT, MAX_SPAN, MIN_WINDOW,
+    Aimd, AlgorithmKind, Delay, Growth, InFlight, Limit, MAX_BAN_AFTER, MAX_DELAY,
+    MAX_LEASE_LIFETIME, MAX_SLIDING_PRODUCT, MAX_SLOT_TTL, MAX_SPAN, MIN_SLOT_TTL, MIN_WINDOW,
+    SlotKey,
 };
 pub use limiter::{
-    Answer, FailurePolicy, FailureReason, Holding, Limiter, LimiterBuilder, default_max_held,
+    Answer, FailurePolicy, FailureReason, Holding, Limiter, LimiterBuilder, Slot, SlotAnswer,
+    default_max_held,
 };
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use pacer::SharedPacer;
 pub use principal::{
     HashKey, MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, MIN_HASH_KEY_LEN, Principal, PrincipalKind,
 };
-pub use reservation::Reservation;
+pub use protocol::{
+    Banned, ChainDecision, Decision, Dedupe, MIN_RETRY_AFTER, Outcome, Reservation, Slots, Store,
+    StoreError, StoreErrorKind, Taken,
+};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::RedisStore;
-pub use store::{AnyStore, BoxStore, Dedupe, MemoryStore, Store, StoreError, StoreErrorKind};
+pub use store::{AnyStore, BoxStore, MemoryStore};

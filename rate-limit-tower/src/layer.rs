@@ -52,30 +52,28 @@ impl fmt::Debug for RateLimitLayer {
 }
 
 impl RateLimitLayer {
-    /// A layer counting in `store`, with no rules yet.
+    /// A layer counting through `limiter`, with no rules yet.
     ///
-    /// `store` is a [`MemoryStore`], a [`RedisStore`](rate_limit_core::RedisStore)
-    /// (standalone or Cluster), an [`AnyStore`], a store of your own in a
-    /// [`BoxStore`](rate_limit_core::BoxStore), or a [`Limiter`] built with other settings
-    /// (timeout, cool-down: [`Limiter::builder`]). Layers made over clones of one store share
-    /// one limiter ([`Limiter::shared`]): one cool-down, one log line per outage.
+    /// Layers (and handlers, and jobs) given clones of one [`Limiter`] share it: one
+    /// cool-down, one fallback, one log line per outage. [`Limiter::new`] takes any store
+    /// (a [`MemoryStore`], a Redis store, a store of your own); [`Limiter::builder`] sets
+    /// the time budget and the cool-down.
     ///
     /// ```
-    /// use rate_limit_core::{AnyStore, Limiter, MemoryStore};
-    /// use rate_limit_tower::RateLimitLayer;
+    /// use rate_limit_tower::{Limiter, MemoryStore, RateLimitLayer};
     /// use std::time::Duration;
     ///
-    /// let store = MemoryStore::new();
-    /// let guard = RateLimitLayer::new(store.clone());
-    /// let slow = Limiter::builder(AnyStore::from(store))
+    /// let limiter = Limiter::new(MemoryStore::new());
+    /// let guard = RateLimitLayer::new(limiter.clone());
+    /// let route = RateLimitLayer::new(limiter); // the same limiter: one cool-down
+    /// let slow = Limiter::builder(MemoryStore::new())
     ///     .timeout(Duration::from_millis(200))
     ///     .build()?;
-    /// let route = RateLimitLayer::new(slow);
-    /// # let _ = (guard, route);
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// let other = RateLimitLayer::new(slow);
+    /// # let _ = (guard, route, other);
+    /// # Ok::<(), rate_limit_tower::ConfigError>(())
     /// ```
-    pub fn new(store: impl Into<Limiter<AnyStore>>) -> Self {
-        let limiter = store.into();
+    pub fn new(limiter: Limiter) -> Self {
         Self {
             shared: Arc::new(Shared {
                 limiter,
@@ -97,7 +95,7 @@ impl RateLimitLayer {
 
     /// A layer counting in process memory (a fresh [`MemoryStore`]).
     pub fn in_memory() -> Self {
-        Self::new(MemoryStore::new())
+        Self::new(Limiter::new(MemoryStore::new()))
     }
 
     fn edit(mut self, f: impl FnOnce(&mut Shared)) -> Self {

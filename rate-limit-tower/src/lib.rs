@@ -9,7 +9,7 @@
 //! - **Refused**: `429` with `Retry-After` in whole seconds (never 0) and the same headers,
 //!   JSON `{"error": ...}` by default ([`Responder`] is pluggable); or `303` to a friendly
 //!   page for a browser ([`Answering::redirect_browsers`]), a page the layer exempts.
-//! - **Store down**: each rule's [`FailurePolicy`](rate_limit_core::FailurePolicy)
+//! - **Store down**: each rule's [`FailurePolicy`]
 //!   decides — `503` with `Retry-After` (closed, the default), counting in process memory,
 //!   or letting the request through (open). When one chain mixes policies, the strictest
 //!   wins: closed, then memory, then open.
@@ -78,3 +78,6 @@ pub use service::RateLimit;
 
 #[doc(no_inline)]
 pub use rate_limit_core as core;
+/// What a first layer needs from `rate-limit-core`, so that it imports from one crate.
+#[doc(no_inline)]
+pub use rate_limit_core::{ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, PrincipalKind};

@@ -50,12 +50,10 @@ impl<S> RateLimit<S> {
         self.inner
     }
 
-    /// A layer counting in `store` (see [`RateLimitLayer::new`](crate::RateLimitLayer::new)),
-    /// as tower-http's services offer.
-    pub fn layer(
-        store: impl Into<rate_limit_core::Limiter<rate_limit_core::AnyStore>>,
-    ) -> crate::RateLimitLayer {
-        crate::RateLimitLayer::new(store)
+    /// A layer counting through `limiter` (see
+    /// [`RateLimitLayer::new`](crate::RateLimitLayer::new)), as tower-http's services offer.
+    pub fn layer(limiter: rate_limit_core::Limiter) -> crate::RateLimitLayer {
+        crate::RateLimitLayer::new(limiter)
     }
 }
 

@@ -302,7 +302,7 @@ async fn the_in_handler_limiter_refuses_to_ban_an_account() {
         let chain = Chain::new().check(&ban, who.clone()).check(&once, who);
         Ok((limiter.check(&chain, FailurePolicy::Closed).await?, "ok"))
     }
-    let limiter = HandlerLimiter::new(AnyStore::Memory(MemoryStore::new()));
+    let limiter = HandlerLimiter::new(Limiter::new(AnyStore::Memory(MemoryStore::new())));
     let app = Router::new()
         .route("/attempt", post(attempt))
         .with_state(limiter);

@@ -27,7 +27,7 @@ fn limits(ban_for: Duration) -> (Limit, Limit) {
 /// counts the failure limit's refusals.
 async fn server(store: AnyStore, ban: &Limit, failures: &Limit, answer: BanAnswer) -> Server {
     let key = || HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
-    let layer = RateLimitLayer::new(store)
+    let layer = RateLimitLayer::new(rate_limit_core::Limiter::new(store))
         .rule(Rule::new(ban.clone(), key()).ban_answer(answer))
         .rule(Rule::new(failures.clone(), key()).count_when(CountWhen::failed()));
     let app = Router::new().route(
@@ -167,7 +167,7 @@ async fn a_ban_costs_no_redis_command() {
         let (store, ban, failures) = (redis.store(), ban.clone(), failures.clone());
         async move {
             let key = || HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
-            let mut layer = RateLimitLayer::new(store);
+            let mut layer = RateLimitLayer::new(rate_limit_core::Limiter::new(store));
             if with_ban {
                 layer = layer.rule(Rule::new(ban, key()));
             }

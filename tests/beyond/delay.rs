@@ -29,7 +29,7 @@ fn limit(name: &str) -> Limit {
 }
 
 async fn server(store: AnyStore, limit: &Limit) -> Server {
-    let layer = RateLimitLayer::new(store).rule(Rule::new(
+    let layer = RateLimitLayer::new(rate_limit_core::Limiter::new(store)).rule(Rule::new(
         limit.clone(),
         HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
     ));

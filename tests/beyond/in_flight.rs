@@ -60,7 +60,7 @@ async fn export_rows(headers: axum::http::HeaderMap) -> axum::body::Body {
 
 async fn server(store: AnyStore) -> Server {
     let exports = InFlight::new("exports", 2, Duration::from_secs(1)).unwrap();
-    let layer = RateLimitLayer::new(store).in_flight(InFlightRule::new(
+    let layer = RateLimitLayer::new(Limiter::new(store)).in_flight(InFlightRule::new(
         exports,
         HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
     ));
@@ -337,7 +337,7 @@ async fn a_down_store_falls_back_as_each_in_flight_rule_says() {
 
     let exports = InFlight::new("exports", 1, Duration::from_secs(1)).unwrap();
     let app = |policy: FailurePolicy| {
-        let layer = RateLimitLayer::new(down_store()).in_flight(
+        let layer = RateLimitLayer::new(Limiter::new(down_store())).in_flight(
             InFlightRule::new(
                 exports.clone(),
                 HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),

@@ -19,7 +19,7 @@ use rate_limit_tower::{CountWhen, RateLimitLayer, Rule};
 /// to `quota` responses per account that `when` counts.
 async fn server(store: AnyStore, quota: u64, when: CountWhen) -> Server {
     let limit = Limit::sliding_log("outcome", quota, Duration::from_secs(60)).unwrap();
-    let layer = RateLimitLayer::new(store).rule(
+    let layer = RateLimitLayer::new(Limiter::new(store)).rule(
         Rule::new(
             limit,
             HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),

@@ -118,7 +118,7 @@ async fn a_fail_open_route_on_redis_6_2_is_limited_over_tcp() {
     let Some(redis) = server("a_fail_open_route_on_redis_6_2_is_limited_over_tcp") else {
         return;
     };
-    let layer = RateLimitLayer::new(standalone(&redis.url())).rule(
+    let layer = RateLimitLayer::new(Limiter::new(standalone(&redis.url()))).rule(
         Rule::new(
             Limit::fixed_window("compat-open", 2, Duration::from_secs(60)).unwrap(),
             ClientIp::new().peer_source(connect_info_peer),

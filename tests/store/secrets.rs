@@ -90,8 +90,10 @@ fn route<K: rate_limit_tower::extract::KeyExtractor>(
     key: K,
 ) -> axum::routing::MethodRouter {
     let limit = Limit::fixed_window(name, 1, Duration::from_secs(60)).unwrap();
-    get(|| async { "ok" })
-        .route_layer(RateLimitLayer::new(store.clone()).rule(Rule::new(limit, key)))
+    get(|| async { "ok" }).route_layer(
+        RateLimitLayer::new(rate_limit_core::Limiter::new(store.clone()))
+            .rule(Rule::new(limit, key)),
+    )
 }
 
 fn app(store: &AnyStore, hash_key: &HashKey) -> Router {

@@ -457,7 +457,7 @@ async fn allow_and_deny_lists_act_before_the_store_and_can_be_replaced_at_run_ti
     let access = Access::new(ip.clone())
         .allow(List::parse(&["10.0.0.0/8", "2001:db8::/32"]).unwrap())
         .deny(List::parse(&["203.0.113.0/24"]).unwrap());
-    let layer = RateLimitLayer::new(redis.store())
+    let layer = RateLimitLayer::new(rate_limit_core::Limiter::new(redis.store()))
         .rule(Rule::new(
             Limit::fixed_window("per-ip", 1, Duration::from_secs(3_600)).unwrap(),
             ip,

@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use ipnet::IpNet;
 use rate_limit_axum::{HandlerLimiter, client_ip};
 use rate_limit_core::{
-    AnyStore, ConfigError, Delay, FailurePolicy, Limit, Principal, PrincipalKind,
+    AnyStore, ConfigError, Delay, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
 use rate_limit_tower::extract::{
     Bearer, ClientIp, ForwardedSource, HeaderKey, KeyExtractor, Rejection, key_fn,
@@ -165,10 +165,11 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         .trusted_proxies(cfg.trusted_proxies.iter().copied())
         .source(ForwardedSource::XForwardedFor);
     // Every layer and the handlers count in one store through one limiter (one cool-down,
-    // one log line per outage).
+    // one log line per outage): clones of one `Limiter`.
+    let limiter = Limiter::new(store.clone());
     // One way of answering for every layer and the handlers: 303 to the page for browsers.
     let answering = rate_limit_tower::Answering::new().redirect_browsers(LIMITED_PAGE)?;
-    let layer = || RateLimitLayer::new(store.clone()).answering(answering.clone());
+    let layer = || RateLimitLayer::new(limiter.clone()).answering(answering.clone());
 
     let global = layer()
         .rule(
@@ -211,7 +212,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
 
     let state = AppState {
         // Refusals inside handlers answer like the layers.
-        limiter: HandlerLimiter::new(store.clone()).answering(answering.clone()),
+        limiter: HandlerLimiter::new(limiter.clone()).answering(answering.clone()),
         store,
         limits,
         client,

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use crate::decision::Decision;
+use crate::protocol::Decision;
 
 /// A ban's parameters (µs): `after` refusals within `within` ban for `ban`.
 #[derive(Debug, Clone, Copy)]

@@ -43,8 +43,8 @@ pub(super) fn step(
 mod tests {
     use crate::algorithm::Charge::*;
     use crate::algorithm::testing::Cell;
-    use crate::decision::Outcome;
     use crate::limit::Params;
+    use crate::protocol::Outcome;
 
     #[test]
     fn burst_then_refill() {

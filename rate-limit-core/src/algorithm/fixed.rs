@@ -53,8 +53,8 @@ pub(super) fn step(
 mod tests {
     use crate::algorithm::Charge::*;
     use crate::algorithm::testing::Cell;
-    use crate::decision::Outcome;
     use crate::limit::Params;
+    use crate::protocol::Outcome;
 
     const W: u64 = 60_000_000;
 

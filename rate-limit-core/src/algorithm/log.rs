@@ -77,8 +77,8 @@ fn trim(log: &mut VecDeque<(u64, u64)>, quota: u64) {
 mod tests {
     use crate::algorithm::testing::Cell;
     use crate::algorithm::{Charge::*, State};
-    use crate::decision::Outcome;
     use crate::limit::Params;
+    use crate::protocol::Outcome;
 
     const W: u64 = 900_000_000; // 15 minutes
 

@@ -7,13 +7,14 @@
 
 use std::collections::VecDeque;
 
-use crate::decision::Decision;
 use crate::limit::Params;
+use crate::protocol::Decision;
 
 mod ban;
 mod bucket;
 mod fixed;
 mod log;
+pub(crate) mod pace;
 mod sliding;
 
 /// How a check charges.

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 
 use super::Charge;
 use super::testing::Cell;
-use crate::decision::Outcome;
 use crate::limit::Params;
+use crate::protocol::Outcome;
 
 /// A start on a window boundary far from zero, like a real epoch time.
 const T0: u64 = 1_800_000_000_000_000;

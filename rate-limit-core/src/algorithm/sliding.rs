@@ -91,8 +91,8 @@ fn retry_after(quota: u64, w: u64, curr: u64, prev: u64, e: u64, cost: u64) -> u
 mod tests {
     use crate::algorithm::Charge::*;
     use crate::algorithm::testing::Cell;
-    use crate::decision::Outcome;
     use crate::limit::Params;
+    use crate::protocol::Outcome;
 
     const W: u64 = 10_000_000;
 

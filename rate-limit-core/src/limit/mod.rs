@@ -8,10 +8,14 @@ use std::time::Duration;
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::name::validate_name;
 
+mod aimd;
 mod delay;
+mod in_flight;
 mod live;
 
+pub use aimd::Aimd;
 pub use delay::{Delay, Growth, MAX_DELAY};
+pub use in_flight::{InFlight, MAX_SLOT_TTL, MIN_SLOT_TTL, SlotKey};
 
 use live::Inner;
 

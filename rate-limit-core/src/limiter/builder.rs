@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use super::health::Health;
 use super::{FALLBACK_KEYS, Inner, Limiter};
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::store::{Domains, MemoryStore, Store};
+use crate::protocol::{Domains, Store};
+use crate::store::MemoryStore;
 
 /// Builds a [`Limiter`].
 #[derive(Debug)]

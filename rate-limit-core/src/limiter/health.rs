@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::{FailureReason, Limiter};
-use crate::store::{Domains, Store, StoreError};
+use crate::protocol::{Domains, Store, StoreError};
 
 /// A failure domain's health: when the cool-down ends, and which reasons were logged.
 #[derive(Default)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::line::{Full, Lines};
 use super::{Answer, Limiter};
 use crate::chain::Chain;
-use crate::reservation::Reservation;
-use crate::store::Store;
+use crate::protocol::Reservation;
+use crate::protocol::Store;
 
 /// Holds admitted requests for their [`Decision::delay`](crate::Decision::delay) (limits
 /// made with [`Limit::delayed`](crate::Limit::delayed)), bounded:

@@ -25,10 +25,12 @@
 //!   store again from its first good answer; only the logging waits. Fields: `store`, `reason`, `policy`, `error`. Never a key or any
 //!   client input.
 //!
-//! One store, one limiter: `Limiter::from(store)` (what `RateLimitLayer::new(store)` calls)
-//! hands every clone of one store the same limiter, so the Tower layers, handlers and jobs
-//! of a process share its cool-down, its fallback counters and its once-per-episode logs.
-//! A limiter with other settings comes from [`Limiter::builder`]; clone that one to share it.
+//! Sharing is explicit: every clone of a limiter is the same limiter, so the Tower layers,
+//! handlers and jobs given clones of one share its cool-down, its fallback counters and its
+//! once-per-episode logs. [`Limiter::new`] makes a limiter of its own; [`Limiter::shared`]
+//! hands out the one limiter of a store (the same for every clone of the store, for as
+//! long as one is alive), for code that holds only the store. A limiter with other
+//! settings comes from [`Limiter::builder`]; clone that one to share it.
 //!
 //! ```
 //! use rate_limit_core::{Answer, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal};
@@ -54,23 +56,22 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::chain::{Chain, Check};
-use crate::decision::Decision;
-use crate::reservation::Reservation;
-#[cfg(feature = "redis")]
-use crate::store::RedisStore;
-use crate::store::{AnyStore, BoxStore, Domains, MemoryStore, Store, StoreError};
+use crate::protocol::{Decision, Domains, Reservation, Store, StoreError};
+use crate::store::{AnyStore, MemoryStore};
 
 mod builder;
 mod health;
 mod hold;
 mod line;
 mod policy;
+mod slot;
 
 pub use builder::LimiterBuilder;
 use health::Health;
 
 pub use hold::{Holding, default_max_held};
 pub use policy::{Answer, FailurePolicy, FailureReason};
+pub use slot::{Slot, SlotAnswer};
 
 /// The default time budget of one store call, retries included.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -125,6 +126,23 @@ impl<S> fmt::Debug for Limiter<S> {
 }
 
 impl Limiter<AnyStore> {
+    /// A limiter of its own over `store`, with the default settings: a [`MemoryStore`],
+    /// a Redis store, an [`AnyStore`], or a store of your own in a `BoxStore`. Clones of
+    /// the limiter share it (see the [module docs](self)). Its logs name the store
+    /// ([`AnyStore::describe`]: `memory`, `redis host:port`, …).
+    pub fn new(store: impl Into<AnyStore>) -> Self {
+        Self::builder(store)
+            .build()
+            .unwrap_or_else(|_| unreachable!("the default settings are valid"))
+    }
+
+    /// A builder of a limiter over `store`, for other settings; named after the store.
+    pub fn builder(store: impl Into<AnyStore>) -> LimiterBuilder<AnyStore> {
+        let store = store.into();
+        let name = store.describe();
+        Self::builder_with_store(store).name(name)
+    }
+
     /// The limiter of this store with the default settings, named after the store
     /// ([`AnyStore::describe`]: `memory`, `redis host:port`, …): the same one for every clone of the store, for as
     /// long as one is alive. See the [module docs](self).
@@ -143,7 +161,7 @@ impl Limiter<AnyStore> {
             return Self { inner };
         }
         reg.retain(|(_, w)| w.strong_count() > 0);
-        let limiter = Self::builder(store)
+        let limiter = Self::builder_with_store(store)
             .name(name)
             .build()
             .unwrap_or_else(|_| unreachable!("the default settings are valid"));
@@ -152,41 +170,18 @@ impl Limiter<AnyStore> {
     }
 }
 
-impl From<AnyStore> for Limiter<AnyStore> {
-    fn from(store: AnyStore) -> Self {
-        Self::shared(store)
-    }
-}
-
-impl From<MemoryStore> for Limiter<AnyStore> {
-    fn from(store: MemoryStore) -> Self {
-        Self::shared(store)
-    }
-}
-
-#[cfg(feature = "redis")]
-impl From<RedisStore> for Limiter<AnyStore> {
-    fn from(store: RedisStore) -> Self {
-        Self::shared(store)
-    }
-}
-
-impl From<BoxStore> for Limiter<AnyStore> {
-    fn from(store: BoxStore) -> Self {
-        Self::shared(store)
-    }
-}
-
 impl<S: Store> Limiter<S> {
-    /// A limiter with the default settings.
-    pub fn new(store: S) -> Self {
-        Self::builder(store)
+    /// A limiter with the default settings over a store of a static type (a store of
+    /// your own, unboxed). [`Limiter::new`] takes any store as an [`AnyStore`].
+    pub fn with_store(store: S) -> Self {
+        Self::builder_with_store(store)
             .build()
             .unwrap_or_else(|_| unreachable!("the default settings are valid"))
     }
 
-    /// A builder.
-    pub fn builder(store: S) -> LimiterBuilder<S> {
+    /// A builder over a store of a static type. [`Limiter::builder`] takes any store as an
+    /// [`AnyStore`].
+    pub fn builder_with_store(store: S) -> LimiterBuilder<S> {
         LimiterBuilder {
             store,
             name: Cow::Borrowed("store"),

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::decision::ChainDecision;
-use crate::store::StoreErrorKind;
+use crate::protocol::ChainDecision;
+use crate::protocol::StoreErrorKind;
 
 /// What a rule does when its store cannot answer. Written where the rule is written.
 ///

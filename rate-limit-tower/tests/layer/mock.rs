@@ -27,8 +27,10 @@ fn ready(svc: &mut RateLimit<Mock>) -> bool {
 async fn poll_ready_forwards_backpressure_and_the_ready_service_serves_the_call() {
     let (inner, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
     // A store that answers only asynchronously: the call goes through the waiting path.
-    let layer = RateLimit::<Mock>::layer(BoxStore::new(FaultyStore::new()))
-        .rule(Rule::new(minute("mock", 1), Global));
+    let layer = RateLimit::<Mock>::layer(rate_limit_core::Limiter::new(BoxStore::new(
+        FaultyStore::new(),
+    )))
+    .rule(Rule::new(minute("mock", 1), Global));
     let mut svc = tower::Layer::layer(&layer, inner);
 
     // The inner service is not ready: neither is the limiter, and it never is on its own.

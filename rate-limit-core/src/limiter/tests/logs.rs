@@ -18,7 +18,7 @@ async fn each_store_and_reason_is_logged_once_and_again_after_recovery() {
         .into_iter()
         .map(|name| {
             let s = Faulty::new();
-            let l = Limiter::builder(s.clone())
+            let l = Limiter::builder_with_store(s.clone())
                 .name(name)
                 .cooldown(Duration::ZERO)
                 .build()
@@ -87,7 +87,7 @@ async fn a_flapping_store_logs_one_episode() {
     let limit = Limit::fixed_window("flap", 1_000_000, Duration::from_secs(60)).unwrap();
     let chain = Chain::new().check(&limit, Principal::participant("p"));
     let store = Faulty::new();
-    let limiter = Limiter::builder(store.clone())
+    let limiter = Limiter::builder_with_store(store.clone())
         .name("flapping-logs")
         .cooldown(Duration::ZERO)
         .build()

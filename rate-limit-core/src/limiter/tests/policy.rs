@@ -18,7 +18,7 @@ fn chain() -> Chain {
 async fn a_store_that_never_answers_is_not_waited_for() {
     let store = Faulty::new();
     store.set(Mode::Hangs);
-    let limiter = Limiter::new(store.clone());
+    let limiter = Limiter::with_store(store.clone());
     let t0 = Instant::now();
     let answer = limiter.check(&chain(), FailurePolicy::Closed).await;
     assert_eq!(t0.elapsed(), Duration::from_millis(500));
@@ -39,7 +39,7 @@ async fn a_store_that_never_answers_is_not_waited_for() {
 #[tokio::test(start_paused = true)]
 async fn only_calls_that_surely_did_not_run_are_retried() {
     let store = Faulty::new();
-    let limiter = Limiter::builder(store.clone())
+    let limiter = Limiter::builder_with_store(store.clone())
         .cooldown(Duration::ZERO)
         .build()
         .unwrap();
@@ -66,7 +66,7 @@ async fn only_calls_that_surely_did_not_run_are_retried() {
 #[tokio::test(start_paused = true)]
 async fn retries_stay_inside_the_time_budget() {
     let store = Faulty::new();
-    let limiter = Limiter::builder(store.clone())
+    let limiter = Limiter::builder_with_store(store.clone())
         .timeout(Duration::from_millis(150))
         .cooldown(Duration::ZERO)
         .build()
@@ -81,7 +81,7 @@ async fn retries_stay_inside_the_time_budget() {
 #[tokio::test(start_paused = true)]
 async fn the_cool_down_skips_the_store_then_probes_it_again() {
     let store = Faulty::new();
-    let limiter = Limiter::new(store.clone());
+    let limiter = Limiter::with_store(store.clone());
     store.set(Mode::Hangs);
     limiter.check(&chain(), FailurePolicy::Open).await;
     assert_eq!(store.calls(), 1);
@@ -110,7 +110,7 @@ async fn the_cool_down_skips_the_store_then_probes_it_again() {
 #[tokio::test(start_paused = true)]
 async fn memory_fallback_keeps_limiting() {
     let store = Faulty::new();
-    let limiter = Limiter::new(store.clone());
+    let limiter = Limiter::with_store(store.clone());
     store.set(Mode::Fails(StoreErrorKind::Indeterminate));
     let c = chain();
     let mut allowed = 0;
@@ -130,7 +130,7 @@ async fn memory_fallback_keeps_limiting() {
 #[tokio::test(start_paused = true)]
 async fn post_hoc_charges_follow_the_policy() {
     let store = Faulty::new();
-    let limiter = Limiter::new(store.clone());
+    let limiter = Limiter::with_store(store.clone());
     let l = Limit::token_bucket("tokens", 100, 100, Duration::from_secs(60)).unwrap();
     let check = crate::Check::new(l.key(Principal::user("u")), 250);
     assert!(
@@ -151,7 +151,7 @@ async fn post_hoc_charges_follow_the_policy() {
 
 #[test]
 fn a_zero_timeout_is_a_config_error() {
-    let err = Limiter::builder(Faulty::new())
+    let err = Limiter::builder_with_store(Faulty::new())
         .timeout(Duration::ZERO)
         .build()
         .unwrap_err();

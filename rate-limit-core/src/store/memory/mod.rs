@@ -36,11 +36,11 @@ use smallvec::SmallVec;
 use crate::algorithm::{self, Charge, State};
 use crate::chain::{Chain, ChainMode, Check};
 use crate::clock::{Clock, SystemClock};
-use crate::decision::{ChainDecision, Decision};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::Key;
 use crate::limit::Params;
-use crate::reservation::Reservation;
+use crate::protocol::Reservation;
+use crate::protocol::{ChainDecision, Decision};
 
 use super::{Store, StoreError};
 use std::collections::HashMap;

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use super::{MemoryStore, lock};
 use crate::algorithm::State;
-use crate::ban::Banned;
-use crate::inflight::{SlotKey, Slots, Taken};
+use crate::algorithm::pace::{PacerState, step};
 use crate::key::{Key, local_digest};
-use crate::pacer::{PaceCall, PaceReply, PacerState};
-use crate::store::{Dedupe, StoreError};
+use crate::limit::SlotKey;
+use crate::protocol::Banned;
+use crate::protocol::pace::{PaceCall, PaceReply};
+use crate::protocol::{Dedupe, StoreError};
+use crate::protocol::{Slots, Taken};
 
 /// A shared pacer's scope: the state, the workers (id, lapses at, µs) and when the state
 /// lapses (µs).
@@ -77,7 +79,7 @@ impl MemoryStore {
             lapses: 0,
         });
         let stored = (p.lapses > now && p.state.rate > 0.0).then_some(p.state);
-        let (state, go, wait_us) = crate::pacer::step(stored, call, now);
+        let (state, go, wait_us) = step(stored, call, now);
         p.state = state;
         p.lapses = now.saturating_add(us(call.remember));
         p.workers

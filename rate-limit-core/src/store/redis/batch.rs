@@ -19,8 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::conn::Conn;
 use super::error::{bad_answer, refused_chain, store_error};
 use super::script::{CHAIN_LUA, Grants, Invocation, Mode, decode, head, push_chain};
-use crate::decision::Decision;
-use crate::store::{StoreError, StoreErrorKind};
+use crate::protocol::Decision;
+use crate::protocol::{StoreError, StoreErrorKind};
 
 /// A chain's answer: the server time, its decisions, and what its leases were granted.
 pub(super) type Answer = Result<(u64, Vec<Decision>, Grants), StoreError>;

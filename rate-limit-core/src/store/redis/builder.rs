@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{RedisError, Script};
+use redis::Script;
 
 use super::batch::Batcher;
 use super::conn::Conn;
@@ -192,14 +192,6 @@ fn endpoint(nodes: &[String], kind: &str) -> String {
         })
         .collect();
     format!("{kind} {}", hosts.join(","))
-}
-
-pub(super) fn url_error(e: &RedisError) -> ConfigError {
-    ConfigError::new(
-        ConfigErrorKind::UrlInvalid,
-        "url",
-        format!("not a usable Redis URL ({:?})", e.kind()),
-    )
 }
 
 impl RedisStore {

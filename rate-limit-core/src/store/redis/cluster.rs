@@ -26,7 +26,8 @@ use redis::{
     RedisResult, ServerErrorKind, Value,
 };
 
-use super::builder::url_error;
+use super::connect::manager_config;
+use super::error::url_error;
 use super::keys;
 use super::tls::Tls;
 use super::topology::{Map, Topology};
@@ -98,7 +99,7 @@ impl Cluster {
                 )))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let config = super::conn::manager_config(connect_timeout, response_timeout);
+        let config = manager_config(connect_timeout, response_timeout);
         Ok(Arc::new(Self {
             template,
             seeds,

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{Cmd, FromRedisValue, IntoConnectionInfo, RedisResult, ServerErrorKind, Value};
 
 use crate::error::ConfigError;
 
-use super::builder::url_error;
+use super::connect::manager_config;
+use super::error::url_error;
 use super::script::Invocation;
 use super::tls::Tls;
 
@@ -198,20 +199,6 @@ impl Conn {
         collect_values(&v, param, &mut out);
         Ok(out)
     }
-}
-
-/// A server's connection settings: the timeouts, and reconnection attempts but never
-/// command replays (a failed command is never resent).
-pub(super) fn manager_config(
-    connect_timeout: Duration,
-    response_timeout: Duration,
-) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(connect_timeout))
-        .set_response_timeout(Some(response_timeout))
-        .set_number_of_retries(1)
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_millis(100))
 }
 
 /// `EVALSHA`; on `NOSCRIPT` (nothing ran) `EVAL` with the text, on the same connection and

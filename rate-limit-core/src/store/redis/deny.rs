@@ -11,8 +11,8 @@ use std::time::Instant;
 use smallvec::SmallVec;
 
 use crate::chain::{Chain, ChainMode};
-use crate::decision::{ChainDecision, Decision, Outcome};
 use crate::limit::Params;
+use crate::protocol::{ChainDecision, Decision, Outcome};
 
 const SHARDS: usize = 8;
 /// The longest a ban's refusal is answered from the cache (µs): a ban lasts hours, and one

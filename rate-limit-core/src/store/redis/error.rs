@@ -2,7 +2,8 @@
 
 use redis::RedisError;
 
-use crate::store::{StoreError, StoreErrorKind};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::protocol::{StoreError, StoreErrorKind};
 
 /// What an error means for a retry (see the limiter's retries).
 pub(super) fn classify(e: &RedisError) -> StoreErrorKind {
@@ -85,5 +86,15 @@ pub(super) fn refused_chain() -> StoreError {
     StoreError::new(
         StoreErrorKind::Rejected,
         "redis: the script refused a chain's arguments",
+    )
+}
+
+/// A URL the Redis client cannot use, as a configuration error (never the URL: it may
+/// hold a password).
+pub(super) fn url_error(e: &RedisError) -> ConfigError {
+    ConfigError::new(
+        ConfigErrorKind::UrlInvalid,
+        "url",
+        format!("not a usable Redis URL ({:?})", e.kind()),
     )
 }

@@ -18,9 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::decision::Decision;
 use crate::key::Key;
 use crate::limit::{MAX_LEASE_LIFETIME, Params};
+use crate::protocol::Decision;
+use crate::protocol::lease::LeasedUnits;
 
 const SHARDS: usize = 16;
 /// A refill that has not ended in this long (its caller vanished without a trace) no
@@ -45,24 +46,10 @@ pub(super) struct Leftover {
     pub(super) units: u64,
 }
 
-/// Units taken from a slice for a chain that may still be refused: committed or
-/// released, never forgotten (its key's record is kept until then).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Reservation {
-    digest: [u64; 2],
-    part: u64,
-    pub(super) units: u64,
-    /// The part's end and server time, and the parameters it was granted under: to put
-    /// the units back where they came from even if the part is gone.
-    ends: Instant,
-    pub(super) at: u64,
-    pub(super) params: Params,
-}
-
 /// Puts reserved units back into `e`'s slice: the part they came from, or one like it if
 /// that part was spent meanwhile. `Err`: the part has ended (or the limit changed), with
 /// the units to return to Redis when the slice is still there to name the key.
-fn put_back(e: &mut Entry, r: &Reservation, now: Instant) -> Result<(), Option<Leftover>> {
+fn put_back(e: &mut Entry, r: &LeasedUnits, now: Instant) -> Result<(), Option<Leftover>> {
     let Some(s) = e.slice.as_mut() else {
         return Err(None);
     };
@@ -98,7 +85,7 @@ pub(super) struct Refill {
 #[derive(Debug)]
 pub(super) enum Take {
     /// Spent from this process's slice.
-    Local(Decision, Reservation),
+    Local(Decision, LeasedUnits),
     /// Ask Redis for the cost plus this many units more (this check refills the slice,
     /// and ends the refill it began).
     Refill(u64, Refill),
@@ -286,7 +273,7 @@ impl Leases {
             && let Some(p) = s.parts.iter_mut().find(|p| now < p.ends && p.units >= cost)
         {
             p.units -= cost;
-            let r = Reservation {
+            let r = LeasedUnits {
                 digest,
                 part: p.id,
                 units: cost,
@@ -335,7 +322,7 @@ impl Leases {
     }
 
     /// A reserved take is final (its chain was admitted).
-    pub(super) fn commit(&self, r: Reservation) {
+    pub(super) fn commit(&self, r: LeasedUnits) {
         if let Some(e) = self.shard(r.digest).get_mut(&r.digest) {
             e.pending = e.pending.saturating_sub(1);
         }
@@ -344,7 +331,7 @@ impl Leases {
     /// Puts back units reserved for a chain that was refused (or failed, or was dropped):
     /// into the part they came from, or one like it if that part was spent meanwhile; if
     /// it has ended (or the limit changed), they come back to be returned to Redis.
-    pub(super) fn release(&self, r: Reservation, now: Instant) -> Option<Leftover> {
+    pub(super) fn release(&self, r: LeasedUnits, now: Instant) -> Option<Leftover> {
         let mut shard = self.shard(r.digest);
         let e = shard.get_mut(&r.digest)?;
         e.pending = e.pending.saturating_sub(1);
@@ -354,7 +341,7 @@ impl Leases {
     /// Puts back units an admitted chain spent and its caller gives back (the outcome does
     /// not count): as [`release`](Self::release) does, but for a take already final.
     /// `false`: the slice has ended, the units must go back to Redis (at `r`'s time).
-    pub(super) fn restore(&self, r: &Reservation, now: Instant) -> bool {
+    pub(super) fn restore(&self, r: &LeasedUnits, now: Instant) -> bool {
         let mut shard = self.shard(r.digest);
         shard
             .get_mut(&r.digest)

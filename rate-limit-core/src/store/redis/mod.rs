@@ -9,30 +9,31 @@ use std::time::{Duration, Instant};
 use redis::{Script, Value};
 
 use crate::chain::{Chain, ChainMode, Check};
-use crate::decision::{ChainDecision, Decision};
-use crate::inflight::{SlotKey, Slots, Taken};
 use crate::key::Key;
-use crate::reservation::Reservation;
-use crate::store::{Dedupe, Domains, Store, StoreError};
+use crate::limit::SlotKey;
+use crate::protocol::Reservation;
+use crate::protocol::{ChainDecision, Decision};
+use crate::protocol::{Dedupe, Domains, Store, StoreError};
+use crate::protocol::{Slots, Taken};
 
 mod batch;
 mod builder;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod conn;
+mod connect;
 mod deny;
 mod error;
 mod keys;
 mod lease;
 
-/// Units an admitted chain took from this process's leased slices (see [`Reservation`](crate::Reservation)).
-pub(crate) use lease::Reservation as LeaseUnits;
 mod script;
 mod tls;
 #[cfg(feature = "cluster")]
 mod topology;
 
-use crate::pacer::{PaceCall, PaceOp, PaceReply};
+use crate::protocol::lease::LeasedUnits;
+use crate::protocol::pace::{PaceCall, PaceOp, PaceReply};
 use batch::Batcher;
 pub use builder::RedisStoreBuilder;
 use conn::Conn;
@@ -707,14 +708,14 @@ impl Checked {
 struct Held<'a> {
     store: &'a RedisStore,
     /// By check index.
-    reserved: Vec<(usize, lease::Reservation)>,
+    reserved: Vec<(usize, LeasedUnits)>,
     refills: Vec<lease::Refill>,
 }
 
 impl Held<'_> {
     /// The chain was admitted: its reserved units are spent. Returns them, by check index,
     /// for a give-back.
-    fn commit(&mut self) -> Vec<(usize, lease::Reservation)> {
+    fn commit(&mut self) -> Vec<(usize, LeasedUnits)> {
         for &(_, r) in &self.reserved {
             self.store.inner.leases.commit(r);
         }

@@ -5,10 +5,10 @@
 use redis::{Script, Value};
 
 use super::error::bad_answer;
-use crate::decision::{Decision, Outcome};
 use crate::key::Key;
 use crate::limit::Params;
-use crate::store::StoreError;
+use crate::protocol::StoreError;
+use crate::protocol::{Decision, Outcome};
 
 pub(super) const CHAIN_LUA: &str = include_str!("chain.lua");
 pub(super) const REFUND_LUA: &str = include_str!("refund.lua");

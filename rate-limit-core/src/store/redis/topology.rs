@@ -16,7 +16,7 @@ use std::time::Instant;
 use redis::Value;
 
 use super::keys::crc16;
-use crate::store::Domains;
+use crate::protocol::Domains;
 
 /// How often the slot map is read again while all is well, in µs.
 const REFRESH_US: u64 = 5_000_000;

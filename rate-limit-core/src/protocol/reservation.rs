@@ -2,8 +2,8 @@
 //! outcome is known (count by outcome: only failed sign-ins, only successful exports).
 
 use crate::chain::{Chain, Check};
-use crate::decision::ChainDecision;
 use crate::limit::AlgorithmKind;
+use crate::protocol::ChainDecision;
 
 /// Units an admitted chain charged, held until the request's outcome is known: kept (drop
 /// it, or call [`keep`](Self::keep)), or given back with
@@ -58,7 +58,7 @@ pub(crate) struct Reserved {
     pub(crate) at: u64,
     /// Units taken from this process's leased slice (the Redis store): they go back there.
     #[cfg(feature = "redis")]
-    pub(crate) leased: Option<crate::store::redis::LeaseUnits>,
+    pub(crate) leased: Option<super::lease::LeasedUnits>,
 }
 
 impl Reservation {

@@ -260,7 +260,7 @@ struct ReceiptExtra {
     times: Vec<u64>,
     /// Units taken from this process's leased slices, by check index (the Redis store).
     #[cfg(feature = "redis")]
-    leased: Vec<(usize, crate::store::redis::LeaseUnits)>,
+    leased: Vec<(usize, super::lease::LeasedUnits)>,
 }
 
 impl Receipt {
@@ -280,7 +280,7 @@ impl Receipt {
 
     /// Sets the units taken from leased slices, by check index.
     #[cfg(feature = "redis")]
-    pub(crate) fn set_leased(&mut self, leased: Vec<(usize, crate::store::redis::LeaseUnits)>) {
+    pub(crate) fn set_leased(&mut self, leased: Vec<(usize, super::lease::LeasedUnits)>) {
         if !leased.is_empty() {
             self.extra.get_or_insert_default().leased = leased;
         }
@@ -288,7 +288,7 @@ impl Receipt {
 
     /// The units check `i` took from a leased slice, if any.
     #[cfg(feature = "redis")]
-    pub(crate) fn leased(&self, i: usize) -> Option<crate::store::redis::LeaseUnits> {
+    pub(crate) fn leased(&self, i: usize) -> Option<super::lease::LeasedUnits> {
         let e = self.extra.as_ref()?;
         e.leased.iter().find(|(j, _)| *j == i).map(|(_, l)| *l)
     }

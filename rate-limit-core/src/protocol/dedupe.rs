@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::{AnyStore, StoreError, StoreErrorKind};
+use super::StoreError;
 
 /// Remembers delivery ids, so a webhook delivered twice is processed once.
 ///
@@ -38,28 +38,4 @@ pub trait Dedupe: Send + Sync {
 
     /// Forgets `id` (its processing failed), so the sender's retry is processed.
     fn release(&self, id: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
-}
-
-impl Dedupe for AnyStore {
-    async fn first_seen(&self, id: &str, ttl: Duration) -> Result<bool, StoreError> {
-        match self {
-            Self::Memory(s) => s.first_seen(id, ttl).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.first_seen(id, ttl).await,
-            Self::Boxed(_) => Err(unsupported()),
-        }
-    }
-
-    async fn release(&self, id: &str) -> Result<(), StoreError> {
-        match self {
-            Self::Memory(s) => s.release(id).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.release(id).await,
-            Self::Boxed(_) => Err(unsupported()),
-        }
-    }
-}
-
-fn unsupported() -> StoreError {
-    StoreError::new(StoreErrorKind::Rejected, "this store does not de-duplicate")
 }

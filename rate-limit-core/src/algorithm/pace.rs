@@ -1,0 +1,74 @@
+//! The shared pacer's step: one call on a scope's AIMD state (`pacer.lua`, line for line).
+
+use std::time::Duration;
+
+use crate::protocol::pace::{PaceCall, PaceOp};
+
+/// The longest pause: a remote side's `Retry-After` beyond an hour is honoured as an hour
+/// (and a corrupt state's pause never stalls the workers longer).
+pub(crate) const MAX_PAUSE_US: u64 = 3_600_000_000;
+/// Successes reported with one call at most (the rest wait for the next).
+const MAX_REPORTED: u64 = 100_000;
+
+/// A scope's state in the memory store (the Redis store keeps the same four numbers).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PacerState {
+    pub(crate) rate: f64,
+    pub(crate) next: u64,
+    pub(crate) paused: u64,
+    pub(crate) last_decrease: u64,
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// One call on a scope's state at `now` (µs): `pacer.lua`, line for line.
+pub(crate) fn step(
+    state: Option<PacerState>,
+    call: &PaceCall<'_>,
+    now: u64,
+) -> (PacerState, bool, u64) {
+    let c = call.config;
+    let mut s = state.unwrap_or(PacerState {
+        rate: c.initial,
+        next: 0,
+        paused: 0,
+        last_decrease: 0,
+    });
+    s.rate = s.rate.clamp(c.min, c.max);
+    // A corrupt or foreign state never stalls the workers: the next slot is at most one
+    // interval away, a pause at most an hour.
+    let interval = ((1_000_000.0 / s.rate).ceil() as u64).max(1);
+    s.next = s.next.min(now.saturating_add(interval));
+    s.paused = s.paused.min(now.saturating_add(MAX_PAUSE_US));
+    let period = micros(c.period);
+    for _ in 0..call.successes.min(MAX_REPORTED) {
+        let per_period = s.rate * c.period.as_secs_f64();
+        s.rate = (s.rate + c.increase / per_period.max(1.0)).min(c.max);
+    }
+    let (mut go, mut wait) = (false, 0);
+    match call.op {
+        PaceOp::Rejected(retry) => {
+            if s.last_decrease == 0 || now.saturating_sub(s.last_decrease) >= period {
+                s.rate = (s.rate * c.decrease).max(c.min);
+                s.last_decrease = now;
+            }
+            if retry > 0 {
+                s.paused = s.paused.max(now.saturating_add(retry.min(MAX_PAUSE_US)));
+            }
+        }
+        PaceOp::Acquire => {
+            if now < s.paused {
+                wait = s.paused - now;
+            } else if now < s.next {
+                wait = s.next - now;
+            } else {
+                go = true;
+                let interval = (1_000_000.0 / s.rate).ceil() as u64;
+                s.next = now.saturating_add(interval.max(1));
+            }
+        }
+    }
+    (s, go, wait)
+}

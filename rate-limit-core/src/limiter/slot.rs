@@ -1,0 +1,162 @@
+//! The in-flight slot guard: a [`Slot`] is renewed while it lives and released when
+//! dropped; [`Limiter::take_slot`] takes one within the limiter's time budget.
+
+use std::fmt;
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use super::{FailurePolicy, FailureReason, Limiter};
+use crate::limit::SlotKey;
+use crate::protocol::{Slots, Store, Taken};
+use crate::store::AnyStore;
+
+/// A unique slot id: a random 32-bit process tag and a counter.
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    static TAG: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let tag = *TAG.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish() << 32
+    });
+    tag | (NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff)
+}
+
+/// A held slot: renewed in the background while it lives, released when dropped.
+#[must_use = "a slot is released when dropped"]
+pub struct Slot {
+    store: AnyStore,
+    key: SlotKey,
+    id: u64,
+    in_use: u32,
+    renewer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl fmt::Debug for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slot")
+            .field("limit", &self.key.in_flight().name())
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Slot {
+    fn new(store: AnyStore, key: SlotKey, id: u64, in_use: u32) -> Self {
+        let renewer = tokio::runtime::Handle::try_current().ok().map(|rt| {
+            let (store, key) = (store.clone(), key.clone());
+            rt.spawn(async move {
+                let every = key.in_flight().ttl() / 3;
+                loop {
+                    tokio::time::sleep(every).await;
+                    // Gone (ran out while the store was unreachable): stop; an error: try
+                    // again next time, while the lease may still live.
+                    if let Ok(false) = store.renew_slot(&key, id).await {
+                        return;
+                    }
+                }
+            })
+        });
+        Self {
+            store,
+            key,
+            id,
+            in_use,
+            renewer,
+        }
+    }
+
+    /// The slot's key.
+    pub fn key(&self) -> &SlotKey {
+        &self.key
+    }
+
+    /// Slots of the key in use when this one was taken, this one included.
+    pub fn in_use(&self) -> u32 {
+        self.in_use
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(r) = self.renewer.take() {
+            r.abort();
+        }
+        let (store, key, id) = (self.store.clone(), self.key.clone(), self.id);
+        let mut release = Box::pin(async move {
+            // A failed release leaves the slot until its lease runs out.
+            let _ = store.release_slot(&key, id).await;
+        });
+        // The memory store answers at once; a remote store's release goes to the runtime.
+        if release
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(release);
+        }
+    }
+}
+
+/// What [`Limiter::take_slot`] answered.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SlotAnswer {
+    /// A slot: hold it while the work runs.
+    Taken(Slot),
+    /// Every slot is held: refuse (429).
+    Full {
+        /// The most in flight.
+        max: u32,
+        /// An estimate of when one is free (see [`Taken::retry_after`]).
+        retry_after: Duration,
+    },
+    /// The store failed and the policy lets the request through without a slot.
+    Open(FailureReason),
+    /// The store failed and the policy refuses (503).
+    Closed(FailureReason),
+}
+
+impl<S: Store> Limiter<S> {
+    /// Takes a slot of `key` within the limiter's time budget; when the store cannot
+    /// answer, `policy` decides ([`FailurePolicy::Memory`]: a slot in the fallback memory
+    /// store). Slot calls keep no health state: one node's failure is that call's alone.
+    pub async fn take_slot(&self, key: &SlotKey, policy: FailurePolicy) -> SlotAnswer
+    where
+        S: Clone + Into<AnyStore>,
+    {
+        let store: AnyStore = self.store().clone().into();
+        let id = next_id();
+        let failure = match tokio::time::timeout(self.timeout(), store.take_slot(key, id)).await {
+            Ok(Ok(t)) => return answer(t, store, key, id),
+            Ok(Err(e)) => FailureReason::of(e.kind()),
+            Err(_) => FailureReason::TimedOut,
+        };
+        match policy {
+            FailurePolicy::Open => SlotAnswer::Open(failure),
+            FailurePolicy::Memory => {
+                let fallback = AnyStore::Memory(self.fallback().clone());
+                match fallback.take_slot(key, id).await {
+                    Ok(t) => answer(t, fallback, key, id),
+                    Err(_) => SlotAnswer::Closed(failure),
+                }
+            }
+            _ => SlotAnswer::Closed(failure),
+        }
+    }
+}
+
+fn answer(t: Taken, store: AnyStore, key: &SlotKey, id: u64) -> SlotAnswer {
+    if t.taken {
+        SlotAnswer::Taken(Slot::new(store, key.clone(), id, t.in_use))
+    } else {
+        SlotAnswer::Full {
+            max: key.in_flight().max(),
+            retry_after: t.retry_after,
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The shared pacer's messages: one call on a scope's state, and the store's answer.
+
+use std::time::Duration;
+
+use crate::limit::Aimd;
+use crate::principal::Principal;
+
+/// What one call to the store does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PaceOp {
+    Acquire,
+    /// The remote side refused: decrease, and pause for its Retry-After (µs; 0: none).
+    Rejected(u64),
+}
+
+/// One call: the scope's pacer, the operation and what comes with it.
+#[derive(Debug, Clone)]
+pub(crate) struct PaceCall<'a> {
+    pub(crate) name: &'a str,
+    /// The scope, rendered as a principal (injection-safe; the Cluster hash tag).
+    pub(crate) scope: &'a Principal,
+    pub(crate) op: PaceOp,
+    pub(crate) successes: u64,
+    pub(crate) worker: u64,
+    pub(crate) registration: Duration,
+    pub(crate) remember: Duration,
+    pub(crate) config: Aimd,
+}
+
+/// The store's answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PaceReply {
+    pub(crate) go: bool,
+    pub(crate) wait_us: u64,
+    pub(crate) rate: f64,
+    pub(crate) workers: u32,
+}

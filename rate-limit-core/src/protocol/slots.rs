@@ -1,0 +1,43 @@
+//! In-flight slots as a store holds them ([`Slots`]).
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::StoreError;
+use crate::limit::SlotKey;
+
+/// What a store answered when asked for a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// Whether the slot was taken.
+    pub taken: bool,
+    /// Slots in use after the call (counting this one when taken).
+    pub in_use: u32,
+    /// When refused: until the earliest held slot's lease runs out, an upper bound on the
+    /// wait if its holder dies, and an estimate otherwise (holders usually finish sooner).
+    pub retry_after: Duration,
+}
+
+/// A store that holds in-flight slots: the memory store, the Redis store (standalone,
+/// Sentinel, Cluster), and [`AnyStore`](crate::AnyStore) over either.
+pub trait Slots: Send + Sync + 'static {
+    /// Takes a slot `id` if fewer than the limit's `max` are held (leases that ran out do
+    /// not count), leased for the limit's TTL.
+    fn take_slot(
+        &self,
+        key: &SlotKey,
+        id: u64,
+    ) -> impl Future<Output = Result<Taken, StoreError>> + Send;
+    /// Extends slot `id`'s lease by the TTL; `false` if it is gone (ran out, or released).
+    fn renew_slot(
+        &self,
+        key: &SlotKey,
+        id: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// Releases slot `id` (removing nothing if it is gone).
+    fn release_slot(
+        &self,
+        key: &SlotKey,
+        id: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
