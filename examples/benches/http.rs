@@ -15,6 +15,8 @@
 //! is `ours-redis` with the limit leased (bench-server's `BENCH_LEASE=1`: slices of up to
 //! 1 000 units for 50 ms; `BENCH_LEASE=<n>` sets the largest slice).
 
+#![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
+
 use rate_limit_testkit::redis::RedisServer as Redis;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -11,6 +11,8 @@
 //!
 //! `cargo bench -p rate-limit-examples --bench redis_cpu` (`CHECKS=` to change the count)
 
+#![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -5,6 +5,8 @@
 //!
 //! `cargo bench -p rate-limit-examples --bench redis_memory` (`KEYS=` to change the count)
 
+#![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -9,6 +9,8 @@
 //! logged once when it starts and once when it ends; Redis answers again (responses carry
 //! `RateLimit-*` headers) within 1 s of coming back.
 
+#![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
+
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

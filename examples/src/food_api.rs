@@ -83,11 +83,7 @@ async fn curate(State(s): State<AppState>, parts: Parts) -> Response {
 /// The example's router over `store`, with its model budget (shared with the job).
 pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigError> {
     let limiter = Limiter::builder(store).name("food-api").build()?;
-    let (minute, hour, day) = (
-        Duration::from_secs(60),
-        Duration::from_secs(3_600),
-        Duration::from_secs(86_400),
-    );
+    let [minute, hour, day] = [60, 3_600, 86_400].map(Duration::from_secs);
     let ip: ClientIp = client_ip();
     let answering = Answering::new().with_responder(ProblemResponder);
     // The failure policy is chosen here, at each route, next to its limits.
@@ -116,20 +112,7 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
     let taxonomy = two_keys("taxonomy", 30, 300, minute, FailurePolicy::Open)?;
     let contributions = two_keys("contributions", 20, 100, minute, FailurePolicy::Closed)?;
     let support = two_keys("support", 5, 20, hour, FailurePolicy::Closed)?;
-    let captures = RateLimitLayer::new(limiter.clone())
-        .answering(answering.clone())
-        .rule(Rule::new(
-            Limit::fixed_window("captures", 10, minute)?,
-            Bearer::new(),
-        ))
-        .rule(Rule::new(
-            Limit::fixed_window("captures-day", 100, day)?,
-            Bearer::new(),
-        ))
-        .rule(Rule::new(
-            Limit::fixed_window("captures-ip", 50, minute)?,
-            ip.clone(),
-        ));
+    let captures = captures(&limiter, &answering, &ip, minute, day)?;
     let webhooks = RateLimitLayer::new(limiter.clone())
         .answering(answering.clone())
         .rule(
@@ -177,6 +160,30 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
                 .allow_origin(Any)
                 .expose_headers(EXPOSED_HEADERS),
         ))
+}
+
+/// Photo captures: per account a minute and a day, and per IP; a dead store refuses (503).
+fn captures(
+    limiter: &Limiter,
+    answering: &Answering,
+    ip: &ClientIp,
+    minute: Duration,
+    day: Duration,
+) -> Result<RateLimitLayer, ConfigError> {
+    Ok(RateLimitLayer::new(limiter.clone())
+        .answering(answering.clone())
+        .rule(Rule::new(
+            Limit::fixed_window("captures", 10, minute)?,
+            Bearer::new(),
+        ))
+        .rule(Rule::new(
+            Limit::fixed_window("captures-day", 100, day)?,
+            Bearer::new(),
+        ))
+        .rule(Rule::new(
+            Limit::fixed_window("captures-ip", 50, minute)?,
+            ip.clone(),
+        )))
 }
 
 /// The router on Redis (`REDIS_URL`) or in memory.

@@ -321,41 +321,53 @@ where
                     shared,
                     ctx,
                 } => {
-                    let (answer, reservation, slots, seed) = match ready!(check.0.as_mut().poll(cx))
-                    {
-                        Checked::Answer(a, r, s, seed) => (a, r, s, seed),
-                        Checked::Respond(mut resp) => {
-                            shared.expose(&mut resp, *ctx);
-                            let next = Kind::Ready {
-                                response: Some(resp),
-                            };
-                            self.as_mut().project().kind.set(next);
-                            continue;
-                        }
-                    };
-                    match shared.next(answer, *ctx, seed) {
-                        Next::Respond(mut resp) => {
-                            // The answer carries its headers already; only CORS is left.
-                            shared.expose(&mut resp, *ctx);
-                            Kind::Ready {
-                                response: Some(resp),
-                            }
-                        }
-                        Next::Proceed(info) => match (inner.take(), req.take()) {
-                            (Some(mut svc), Some(req)) => Kind::Call {
-                                fut: svc.call(req),
-                                info: shared.with_slots(info, &slots),
-                                reservation,
-                                slots,
-                                shared: Arc::clone(shared),
-                                ctx: *ctx,
-                            },
-                            _ => Kind::Ready { response: None },
-                        },
-                    }
+                    let checked = ready!(check.0.as_mut().poll(cx));
+                    after_check(checked, inner, req, shared, *ctx)
                 }
             };
             self.as_mut().project().kind.set(next);
         }
+    }
+}
+
+/// What follows the limits' answer: a response now, or the inner service's call.
+fn after_check<S, B, R>(
+    checked: Checked,
+    inner: &mut Option<S>,
+    req: &mut Option<Request<B>>,
+    shared: &Arc<Shared>,
+    ctx: Ctx,
+) -> Kind<S, B>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+{
+    let (answer, reservation, slots, seed) = match checked {
+        Checked::Answer(a, r, s, seed) => (a, r, s, seed),
+        Checked::Respond(mut resp) => {
+            shared.expose(&mut resp, ctx);
+            return Kind::Ready {
+                response: Some(resp),
+            };
+        }
+    };
+    match shared.next(answer, ctx, seed) {
+        Next::Respond(mut resp) => {
+            // The answer carries its headers already; only CORS is left.
+            shared.expose(&mut resp, ctx);
+            Kind::Ready {
+                response: Some(resp),
+            }
+        }
+        Next::Proceed(info) => match (inner.take(), req.take()) {
+            (Some(mut svc), Some(req)) => Kind::Call {
+                fut: svc.call(req),
+                info: shared.with_slots(info, &slots),
+                reservation,
+                slots,
+                shared: Arc::clone(shared),
+                ctx,
+            },
+            _ => Kind::Ready { response: None },
+        },
     }
 }

@@ -1,6 +1,8 @@
 //! Beyond refusing: counting by outcome, on the memory store, a real `redis-server` and a
 //! real Redis Cluster, through the layer and the in-handler limiter, over TCP.
 
+#![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
+
 mod ban;
 mod delay;
 mod in_flight;

@@ -1,6 +1,8 @@
 //! quiz-night end to end: its whole table over TCP, on the memory store and on a
 //! `redis-server` the test starts; and with the store down.
 
+#![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
+
 use std::time::{Duration, Instant};
 
 use rate_limit_core::{AnyStore, MemoryStore};

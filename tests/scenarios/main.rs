@@ -1,5 +1,7 @@
 //! The examples, one per design document, end to end over TCP.
 
+#![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
+
 mod ask_ai;
 mod edge_fallback;
 mod food_api;

@@ -2,6 +2,8 @@
 //! standalone `redis-server` and a three-master Redis Cluster that the tests start; then
 //! what only Redis can get wrong (key hygiene, one command per chain, faults).
 
+#![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
+
 mod coalesce;
 mod compat;
 mod conformance;

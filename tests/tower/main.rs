@@ -3,6 +3,8 @@
 //! One router carries a global IP guard (`Router::layer`) and a per-route participant rule
 //! (`MethodRouter::route_layer`), with tower-http's `CorsLayer` outside the limiter.
 
+#![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
+
 mod forwarded;
 
 use std::time::Duration;

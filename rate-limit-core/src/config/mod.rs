@@ -65,90 +65,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::limit::Limit;
 use crate::limiter::{FailurePolicy, Limiter};
 use crate::store::{AnyStore, MemoryStore};
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFile {
-    #[serde(default)]
-    store: Option<RawStore>,
-    #[serde(default)]
-    limits: BTreeMap<String, RawLimit>,
-    #[serde(default)]
-    access: RawAccess,
-    #[serde(default)]
-    in_flight: BTreeMap<String, RawInFlight>,
-}
+mod parse;
+mod raw;
 
-/// `[in_flight.NAME]`: an in-flight limit.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawInFlight {
-    max: u32,
-    ttl: String,
-}
-
-/// `delay = { .. }` of a limit.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDelay {
-    after: u64,
-    first: String,
-    max: String,
-    growth: Option<String>,
-    max_held: Option<u32>,
-}
-
-/// `[access]`: allow and deny lists of CIDRs and IP addresses.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawAccess {
-    #[serde(default)]
-    allow: Vec<String>,
-    #[serde(default)]
-    deny: Vec<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawStore {
-    kind: Option<String>,
-    url: Option<String>,
-    nodes: Option<Vec<String>>,
-    prefix: Option<String>,
-    timeout: Option<String>,
-    cooldown: Option<String>,
-    max_keys: Option<usize>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLimit {
-    algorithm: String,
-    quota: Option<u64>,
-    window: Option<String>,
-    capacity: Option<u64>,
-    refill: Option<u64>,
-    period: Option<String>,
-    after: Option<u64>,
-    within: Option<String>,
-    duration: Option<String>,
-    on_store_error: Option<String>,
-    lease: Option<RawLease>,
-    delay: Option<RawDelay>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLease {
-    max_slice: u64,
-    lifetime: String,
-}
+use parse::{access_entry, duration, invalid, limit, policy};
+use raw::{RawFile, RawInFlight, RawLimit, RawStore};
 
 /// Which store the configuration asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,171 +111,6 @@ pub struct Config {
     in_flight: BTreeMap<String, crate::InFlight>,
 }
 
-/// A limit's `delay = { .. }`, applied. Fields are named from the limit (the caller adds
-/// its path).
-fn delayed(l: Limit, raw: &RawDelay) -> Result<Limit, ConfigError> {
-    let first = duration(&raw.first, "delay.first".to_owned())?;
-    let max = duration(&raw.max, "delay.max".to_owned())?;
-    let delay = match raw.growth.as_deref() {
-        None | Some("doubling") => crate::Delay::doubling(raw.after, first, max),
-        Some("linear") => crate::Delay::linear(raw.after, first, max),
-        Some(other) => Err(invalid(
-            ConfigErrorKind::DelayInvalid,
-            "delay.growth".to_owned(),
-            format!("{other:?}: use doubling or linear"),
-        )),
-    }?;
-    let delay = match raw.max_held {
-        Some(n) => delay.max_held(n)?,
-        None => delay,
-    };
-    l.delayed(delay)
-}
-
-/// Checks an allow or deny list entry: a CIDR (`10.0.0.0/8`, `2001:db8::/32`) or an IP
-/// address. `access.entry_invalid` naming the entry (`access.allow[2]`) otherwise.
-fn access_entry(entry: &str, field: String) -> Result<(), ConfigError> {
-    let (addr, len) = match entry.trim().split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (entry.trim(), None),
-    };
-    let bits = match addr.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(_)) => 32,
-        Ok(std::net::IpAddr::V6(_)) => 128,
-        Err(_) => 0,
-    };
-    let ok = bits > 0
-        && len.is_none_or(|l| l.parse::<u8>().is_ok_and(|l| l <= bits) && !l.starts_with('+'));
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(
-            ConfigErrorKind::AccessEntryInvalid,
-            field,
-            "not a CIDR (10.0.0.0/8, 2001:db8::/32) or an IP address",
-        ))
-    }
-}
-
-fn invalid(kind: ConfigErrorKind, field: String, detail: impl Into<String>) -> ConfigError {
-    ConfigError::new(kind, field, detail)
-}
-
-/// `500ms`, `60s`, `15m`, `1h`, `1d`.
-fn duration(text: &str, field: String) -> Result<Duration, ConfigError> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| {
-        invalid(
-            ConfigErrorKind::WindowInvalid,
-            field.clone(),
-            format!("{text:?} is not a duration like 60s"),
-        )
-    })?;
-    let secs = |m: u64| Duration::from_secs(n.saturating_mul(m));
-    Ok(match unit.trim() {
-        "ms" => Duration::from_millis(n),
-        "s" => secs(1),
-        "m" => secs(60),
-        "h" => secs(3_600),
-        "d" => secs(86_400),
-        _ => {
-            return Err(invalid(
-                ConfigErrorKind::WindowInvalid,
-                field,
-                format!("{text:?}: use ms, s, m, h or d"),
-            ));
-        }
-    })
-}
-
-fn policy(text: Option<&str>, field: String) -> Result<FailurePolicy, ConfigError> {
-    match text {
-        None | Some("closed") => Ok(FailurePolicy::Closed),
-        Some("memory") => Ok(FailurePolicy::Memory),
-        Some("open") => Ok(FailurePolicy::Open),
-        Some(other) => Err(invalid(
-            ConfigErrorKind::PolicyInvalid,
-            field,
-            format!("{other:?}: use closed, memory or open"),
-        )),
-    }
-}
-
-fn need<T>(v: Option<T>, path: &str, name: &str) -> Result<T, ConfigError> {
-    v.ok_or_else(|| {
-        invalid(
-            ConfigErrorKind::ConfigInvalid,
-            format!("{path}.{name}"),
-            "this field is required",
-        )
-    })
-}
-
-fn limit(name: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
-    let path = format!("limits.{name}");
-    let window = |field: &str, v: &Option<String>| -> Result<Duration, ConfigError> {
-        duration(&need(v.clone(), &path, field)?, format!("{path}.{field}"))
-    };
-    let built = match raw.algorithm.as_str() {
-        "fixed_window" => Limit::fixed_window(
-            name,
-            need(raw.quota, &path, "quota")?,
-            window("window", &raw.window)?,
-        ),
-        "sliding_window" => Limit::sliding_window(
-            name,
-            need(raw.quota, &path, "quota")?,
-            window("window", &raw.window)?,
-        ),
-        "sliding_log" => Limit::sliding_log(
-            name,
-            need(raw.quota, &path, "quota")?,
-            window("window", &raw.window)?,
-        ),
-        "token_bucket" => Limit::token_bucket(
-            name,
-            need(raw.capacity, &path, "capacity")?,
-            need(raw.refill, &path, "refill")?,
-            window("period", &raw.period)?,
-        ),
-        "ban" => Limit::ban(
-            name,
-            need(raw.after, &path, "after")?,
-            window("within", &raw.within)?,
-            window("duration", &raw.duration)?,
-        ),
-        other => {
-            return Err(invalid(
-                ConfigErrorKind::AlgorithmInvalid,
-                format!("{path}.algorithm"),
-                format!(
-                    "{other:?}: use fixed_window, sliding_window, sliding_log, token_bucket or ban"
-                ),
-            ));
-        }
-    };
-    let built = match (built, &raw.lease) {
-        (Ok(l), Some(lease)) => {
-            let lifetime = duration(&lease.lifetime, format!("{path}.lease.lifetime"))?;
-            l.leased(lease.max_slice, lifetime)
-        }
-        (built, _) => built,
-    };
-    let built = match (built, &raw.delay) {
-        (Ok(l), Some(d)) => delayed(l, d),
-        (built, _) => built,
-    };
-    built.map_err(|e| {
-        if e.kind() == ConfigErrorKind::NameInvalid {
-            ConfigError::new(e.kind(), path.clone(), e.to_string())
-        } else {
-            e.at(&path)
-        }
-    })
-}
-
 impl Config {
     /// Parses and validates a configuration.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
@@ -361,42 +122,7 @@ impl Config {
             )
         })?;
         let s = raw.store.unwrap_or_default();
-        let store = match s.kind.as_deref() {
-            None | Some("memory") => StoreKind::Memory {
-                max_keys: s.max_keys,
-            },
-            Some("redis") => {
-                let url = s.url.clone().ok_or_else(|| {
-                    invalid(
-                        ConfigErrorKind::StoreKindInvalid,
-                        "store.url".to_owned(),
-                        "a redis store needs a url",
-                    )
-                })?;
-                check_url(&url, "store.url")?;
-                StoreKind::Redis { url }
-            }
-            Some("cluster") => {
-                let nodes = s.nodes.clone().filter(|n| !n.is_empty()).ok_or_else(|| {
-                    invalid(
-                        ConfigErrorKind::StoreKindInvalid,
-                        "store.nodes".to_owned(),
-                        "a cluster needs nodes",
-                    )
-                })?;
-                for (i, n) in nodes.iter().enumerate() {
-                    check_url(n, &format!("store.nodes[{i}]"))?;
-                }
-                StoreKind::Cluster { nodes }
-            }
-            Some(other) => {
-                return Err(invalid(
-                    ConfigErrorKind::StoreKindInvalid,
-                    "store.kind".to_owned(),
-                    format!("{other:?}: use memory, redis or cluster"),
-                ));
-            }
-        };
+        let store = store_kind(&s)?;
         let timeout = s
             .timeout
             .as_deref()
@@ -407,27 +133,13 @@ impl Config {
             .as_deref()
             .map(|t| duration(t, "store.cooldown".to_owned()))
             .transpose()?;
-        let mut limits = BTreeMap::new();
-        for (name, raw) in &raw.limits {
-            let l = limit(name, raw)?;
-            let p = policy(
-                raw.on_store_error.as_deref(),
-                format!("limits.{name}.on_store_error"),
-            )?;
-            limits.insert(name.clone(), (l, p));
-        }
+        let limits = limits(&raw.limits)?;
         for (list, entries) in [("allow", &raw.access.allow), ("deny", &raw.access.deny)] {
             for (i, e) in entries.iter().enumerate() {
                 access_entry(e, format!("access.{list}[{i}]"))?;
             }
         }
-        let mut in_flight = BTreeMap::new();
-        for (name, raw) in &raw.in_flight {
-            let path = format!("in_flight.{name}");
-            let ttl = duration(&raw.ttl, format!("{path}.ttl"))?;
-            let l = crate::InFlight::new(name, raw.max, ttl).map_err(|e| e.at(&path))?;
-            in_flight.insert(name.clone(), l);
-        }
+        let in_flight = in_flight(&raw.in_flight)?;
         Ok(Self {
             store,
             prefix: s.prefix,
@@ -564,6 +276,76 @@ impl Config {
         }
         b.build()
     }
+}
+
+/// The `[store]` table's kind and where it lives.
+fn store_kind(s: &RawStore) -> Result<StoreKind, ConfigError> {
+    Ok(match s.kind.as_deref() {
+        None | Some("memory") => StoreKind::Memory {
+            max_keys: s.max_keys,
+        },
+        Some("redis") => {
+            let url = s.url.clone().ok_or_else(|| {
+                invalid(
+                    ConfigErrorKind::StoreKindInvalid,
+                    "store.url".to_owned(),
+                    "a redis store needs a url",
+                )
+            })?;
+            check_url(&url, "store.url")?;
+            StoreKind::Redis { url }
+        }
+        Some("cluster") => {
+            let nodes = s.nodes.clone().filter(|n| !n.is_empty()).ok_or_else(|| {
+                invalid(
+                    ConfigErrorKind::StoreKindInvalid,
+                    "store.nodes".to_owned(),
+                    "a cluster needs nodes",
+                )
+            })?;
+            for (i, n) in nodes.iter().enumerate() {
+                check_url(n, &format!("store.nodes[{i}]"))?;
+            }
+            StoreKind::Cluster { nodes }
+        }
+        Some(other) => {
+            return Err(invalid(
+                ConfigErrorKind::StoreKindInvalid,
+                "store.kind".to_owned(),
+                format!("{other:?}: use memory, redis or cluster"),
+            ));
+        }
+    })
+}
+
+/// The `[limits.NAME]` tables, each with its failure policy.
+fn limits(
+    raw: &BTreeMap<String, RawLimit>,
+) -> Result<BTreeMap<String, (Limit, FailurePolicy)>, ConfigError> {
+    let mut limits = BTreeMap::new();
+    for (name, raw) in raw {
+        let l = limit(name, raw)?;
+        let p = policy(
+            raw.on_store_error.as_deref(),
+            format!("limits.{name}.on_store_error"),
+        )?;
+        limits.insert(name.clone(), (l, p));
+    }
+    Ok(limits)
+}
+
+/// The `[in_flight.NAME]` tables.
+fn in_flight(
+    raw: &BTreeMap<String, RawInFlight>,
+) -> Result<BTreeMap<String, crate::InFlight>, ConfigError> {
+    let mut in_flight = BTreeMap::new();
+    for (name, raw) in raw {
+        let path = format!("in_flight.{name}");
+        let ttl = duration(&raw.ttl, format!("{path}.ttl"))?;
+        let l = crate::InFlight::new(name, raw.max, ttl).map_err(|e| e.at(&path))?;
+        in_flight.insert(name.clone(), l);
+    }
+    Ok(in_flight)
 }
 
 fn check_url(url: &str, field: &str) -> Result<(), ConfigError> {

@@ -1,5 +1,7 @@
 //! Configuration: every field, every error code.
 
+#![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
+
 use super::*;
 
 fn err(text: &str) -> ConfigError {

@@ -12,12 +12,15 @@ mod aimd;
 mod delay;
 mod in_flight;
 mod live;
+mod params;
 
 pub use aimd::Aimd;
 pub use delay::{Delay, Growth, MAX_DELAY};
 pub use in_flight::{InFlight, MAX_SLOT_TTL, MIN_SLOT_TTL, SlotKey};
 
 use live::Inner;
+pub use params::AlgorithmKind;
+pub(crate) use params::Params;
 
 /// The longest window or refill span a limit may have: ten years of 366 days, in µs.
 ///
@@ -36,72 +39,9 @@ pub const MAX_LEASE_LIFETIME: Duration = Duration::from_millis(100);
 /// Window limits admit at most this many units per microsecond (10⁹ per second).
 const MAX_UNITS_PER_US: u64 = 1_000;
 
-/// Which algorithm a limit counts with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum AlgorithmKind {
-    /// A counter per epoch-aligned window; up to twice the quota across a boundary.
-    FixedWindow,
-    /// The approximate sliding window: the previous window weighted by its overlap, plus
-    /// the current one. Two integers per key.
-    SlidingWindow,
-    /// The exact sliding window: a log of timestamps. Memory grows with the quota; meant
-    /// for small security limits such as sign-in attempts.
-    SlidingLog,
-    /// A token bucket (GCRA, one timestamp per key): bursts up to the capacity, refilled
-    /// at an average rate.
-    TokenBucket,
-    /// A ban ([`Limit::ban`]): refuses its principal for a while after enough refusals.
-    Ban,
-}
-
-impl AlgorithmKind {
-    /// A short, stable name: `fixed_window`, `sliding_window`, `sliding_log`, `token_bucket`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::FixedWindow => "fixed_window",
-            Self::SlidingWindow => "sliding_window",
-            Self::SlidingLog => "sliding_log",
-            Self::TokenBucket => "token_bucket",
-            Self::Ban => "ban",
-        }
-    }
-}
-
-/// The parameters the algorithms run on, in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Params {
-    Fixed {
-        quota: u64,
-        window: u64,
-    },
-    Sliding {
-        quota: u64,
-        window: u64,
-    },
-    Log {
-        quota: u64,
-        window: u64,
-    },
-    /// GCRA: `interval` is the emission interval (µs per token), rounded up.
-    Bucket {
-        capacity: u64,
-        interval: u64,
-    },
-    /// A ban: `after` refusals within `within` µs ban the principal for `ban` µs.
-    Ban {
-        after: u64,
-        within: u64,
-        ban: u64,
-    },
-}
-
 /// The most refusals a ban may wait for ([`Limit::ban`]): its state keeps one timestamp
 /// per refusal counted.
 pub const MAX_BAN_AFTER: u64 = 1_000;
-/// `Params::Ban` packs `after` into the low bits of its first word.
-const BAN_AFTER_BITS: u32 = 10;
-
 /// A named limit: an algorithm with its quota and window. Cheap to clone.
 ///
 /// Build one with [`fixed_window`](Limit::fixed_window), [`sliding_window`](Limit::sliding_window),
@@ -121,46 +61,6 @@ const BAN_AFTER_BITS: u32 = 10;
 #[derive(Clone)]
 pub struct Limit {
     inner: Arc<Inner>,
-}
-
-impl Params {
-    pub(super) fn parts(self) -> (AlgorithmKind, u64, u64) {
-        match self {
-            Self::Fixed { quota, window } => (AlgorithmKind::FixedWindow, quota, window),
-            Self::Sliding { quota, window } => (AlgorithmKind::SlidingWindow, quota, window),
-            Self::Log { quota, window } => (AlgorithmKind::SlidingLog, quota, window),
-            Self::Bucket { capacity, interval } => (AlgorithmKind::TokenBucket, capacity, interval),
-            Self::Ban { after, within, ban } => {
-                (AlgorithmKind::Ban, within << BAN_AFTER_BITS | after, ban)
-            }
-        }
-    }
-
-    pub(super) fn from_parts(kind: AlgorithmKind, a: u64, b: u64) -> Self {
-        match kind {
-            AlgorithmKind::FixedWindow => Self::Fixed {
-                quota: a,
-                window: b,
-            },
-            AlgorithmKind::SlidingWindow => Self::Sliding {
-                quota: a,
-                window: b,
-            },
-            AlgorithmKind::SlidingLog => Self::Log {
-                quota: a,
-                window: b,
-            },
-            AlgorithmKind::TokenBucket => Self::Bucket {
-                capacity: a,
-                interval: b,
-            },
-            AlgorithmKind::Ban => Self::Ban {
-                after: a & ((1 << BAN_AFTER_BITS) - 1),
-                within: a >> BAN_AFTER_BITS,
-                ban: b,
-            },
-        }
-    }
 }
 
 impl fmt::Debug for Limit {

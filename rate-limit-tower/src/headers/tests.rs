@@ -180,3 +180,19 @@ fn a_held_request_reports_its_hold_once_however_often_written() {
     held.write(HeaderStyle::Both, &mut headers);
     assert!(headers.get("server-timing").is_none());
 }
+
+/// `RateLimit-Policy: "name";q=100;w=60, ...`
+fn policy_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
+    let mut buf = BytesMut::new();
+    put_list(&mut buf, limits, [b";q=", b";w="], |l| [l.quota, l.window]);
+    (!buf.is_empty()).then(|| HeaderValue::from_maybe_shared(buf.freeze()).unwrap())
+}
+
+/// `RateLimit: "name";r=50;t=30, ...`
+fn ratelimit_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
+    let mut buf = BytesMut::new();
+    put_list(&mut buf, limits, [b";r=", b";t="], |l| {
+        [l.remaining, l.reset]
+    });
+    (!buf.is_empty()).then(|| HeaderValue::from_maybe_shared(buf.freeze()).unwrap())
+}

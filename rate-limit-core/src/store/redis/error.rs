@@ -57,6 +57,7 @@ fn script_refusal(e: &RedisError) -> Option<&str> {
 
 /// Whether `e` says the node is a read-only replica (an old primary after a failover), in
 /// Redis 7's words or in Redis 6's wrapping of a script's write.
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 pub(super) fn is_read_only(e: &RedisError) -> bool {
     use redis::{ErrorKind, ServerErrorKind};
     e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)

@@ -185,3 +185,11 @@ pub(super) fn decode(v: &Value, chains: usize) -> Result<(u64, Vec<ChainAnswer>)
     }
     Ok((now, out))
 }
+
+/// An integer of a script's answer (0 when absent or not an integer).
+pub(super) fn int(v: Option<&Value>) -> u64 {
+    match v {
+        Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    }
+}

@@ -1,0 +1,104 @@
+//! What a limit counts with: its algorithm and the numbers the stores need.
+
+/// Which algorithm a limit counts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AlgorithmKind {
+    /// A counter per epoch-aligned window; up to twice the quota across a boundary.
+    FixedWindow,
+    /// The approximate sliding window: the previous window weighted by its overlap, plus
+    /// the current one. Two integers per key.
+    SlidingWindow,
+    /// The exact sliding window: a log of timestamps. Memory grows with the quota; meant
+    /// for small security limits such as sign-in attempts.
+    SlidingLog,
+    /// A token bucket (GCRA, one timestamp per key): bursts up to the capacity, refilled
+    /// at an average rate.
+    TokenBucket,
+    /// A ban ([`Limit::ban`]): refuses its principal for a while after enough refusals.
+    Ban,
+}
+
+impl AlgorithmKind {
+    /// A short, stable name: `fixed_window`, `sliding_window`, `sliding_log`, `token_bucket`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::FixedWindow => "fixed_window",
+            Self::SlidingWindow => "sliding_window",
+            Self::SlidingLog => "sliding_log",
+            Self::TokenBucket => "token_bucket",
+            Self::Ban => "ban",
+        }
+    }
+}
+
+/// The parameters the algorithms run on, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Params {
+    Fixed {
+        quota: u64,
+        window: u64,
+    },
+    Sliding {
+        quota: u64,
+        window: u64,
+    },
+    Log {
+        quota: u64,
+        window: u64,
+    },
+    /// GCRA: `interval` is the emission interval (µs per token), rounded up.
+    Bucket {
+        capacity: u64,
+        interval: u64,
+    },
+    /// A ban: `after` refusals within `within` µs ban the principal for `ban` µs.
+    Ban {
+        after: u64,
+        within: u64,
+        ban: u64,
+    },
+}
+
+/// `Params::Ban` packs `after` into the low bits of its first word.
+const BAN_AFTER_BITS: u32 = 10;
+
+impl Params {
+    pub(crate) fn parts(self) -> (AlgorithmKind, u64, u64) {
+        match self {
+            Self::Fixed { quota, window } => (AlgorithmKind::FixedWindow, quota, window),
+            Self::Sliding { quota, window } => (AlgorithmKind::SlidingWindow, quota, window),
+            Self::Log { quota, window } => (AlgorithmKind::SlidingLog, quota, window),
+            Self::Bucket { capacity, interval } => (AlgorithmKind::TokenBucket, capacity, interval),
+            Self::Ban { after, within, ban } => {
+                (AlgorithmKind::Ban, within << BAN_AFTER_BITS | after, ban)
+            }
+        }
+    }
+
+    pub(crate) fn from_parts(kind: AlgorithmKind, a: u64, b: u64) -> Self {
+        match kind {
+            AlgorithmKind::FixedWindow => Self::Fixed {
+                quota: a,
+                window: b,
+            },
+            AlgorithmKind::SlidingWindow => Self::Sliding {
+                quota: a,
+                window: b,
+            },
+            AlgorithmKind::SlidingLog => Self::Log {
+                quota: a,
+                window: b,
+            },
+            AlgorithmKind::TokenBucket => Self::Bucket {
+                capacity: a,
+                interval: b,
+            },
+            AlgorithmKind::Ban => Self::Ban {
+                after: a & ((1 << BAN_AFTER_BITS) - 1),
+                within: a >> BAN_AFTER_BITS,
+                ban: b,
+            },
+        }
+    }
+}
