@@ -15,7 +15,7 @@ pub enum AlgorithmKind {
     /// A token bucket (GCRA, one timestamp per key): bursts up to the capacity, refilled
     /// at an average rate.
     TokenBucket,
-    /// A ban ([`Limit::ban`]): refuses its principal for a while after enough refusals.
+    /// A ban ([`Limit::ban`](crate::Limit::ban)): refuses its principal for a while after enough refusals.
     Ban,
 }
 

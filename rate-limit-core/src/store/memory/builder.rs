@@ -29,7 +29,7 @@ impl MemoryStoreBuilder {
         self
     }
 
-    /// The most keys the store holds for each limit (default [`DEFAULT_MAX_KEYS`]). Each
+    /// The most keys the store holds for each limit (default [`DEFAULT_MAX_KEYS`](super::DEFAULT_MAX_KEYS)). Each
     /// shard holds `max_keys / shards` of a limit, so no limit exceeds it; the store holds
     /// at most that times the number of limits in use.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
