@@ -177,7 +177,7 @@ fn script_calls(redis: &Redis) -> u64 {
     redis.command_calls("evalsha") + redis.command_calls("eval")
 }
 
-struct Row {
+struct BenchRow {
     refused: bool,
     peer: Peer,
     rps: f64,
@@ -205,7 +205,7 @@ fn main() {
                 .is_none_or(|o| o.split(',').any(|n| n == p.name()))
         })
         .collect();
-    let mut table: Vec<Row> = Vec::new();
+    let mut table: Vec<BenchRow> = Vec::new();
     for refused in [false, true] {
         let mut rps = vec![Vec::new(); peers.len()];
         let mut p50 = vec![Vec::new(); peers.len()];
@@ -244,7 +244,7 @@ fn main() {
             }
         }
         for (k, &peer) in peers.iter().enumerate() {
-            table.push(Row {
+            table.push(BenchRow {
                 refused,
                 peer,
                 rps: median(rps[k].clone()),
@@ -360,10 +360,10 @@ fn main() {
 mod plot {
     use plotters::prelude::*;
 
-    use super::Row;
+    use super::BenchRow;
 
     /// Where the SVG goes: `$HTTP_BENCH_SVG`, or `target/http-bench.svg`.
-    pub(super) fn write(table: &[Row]) {
+    pub(super) fn write(table: &[BenchRow]) {
         let path = std::env::var("HTTP_BENCH_SVG").unwrap_or_else(|_| {
             concat!(env!("CARGO_MANIFEST_DIR"), "/../target/http-bench.svg").to_owned()
         });
@@ -373,7 +373,7 @@ mod plot {
         }
     }
 
-    fn draw(table: &[Row], path: &str) -> Result<(), Box<dyn std::error::Error>> {
+    fn draw(table: &[BenchRow], path: &str) -> Result<(), Box<dyn std::error::Error>> {
         let mut peers: Vec<&str> = Vec::new();
         for r in table {
             if !peers.contains(&r.peer.name()) {

@@ -130,7 +130,7 @@ pub async fn ai_update_after_push(
 }
 
 #[derive(Clone)]
-struct AppState {
+struct AskState {
     limiter: Limiter<AnyStore>,
     store: AnyStore,
     limits: AskLimits,
@@ -157,7 +157,7 @@ async fn ask(Path(project): Path<String>, body: Bytes) -> Response {
     }
 }
 
-async fn push(State(s): State<AppState>, Path(org_name): Path<String>, body: Bytes) -> Response {
+async fn push(State(s): State<AskState>, Path(org_name): Path<String>, body: Bytes) -> Response {
     let changed = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v["changed_pages"].as_u64())
@@ -176,7 +176,7 @@ async fn push(State(s): State<AppState>, Path(org_name): Path<String>, body: Byt
     (StatusCode::ACCEPTED, axum::Json(json!({ "queued": true }))).into_response()
 }
 
-async fn github_webhook(State(s): State<AppState>, headers: HeaderMap) -> Response {
+async fn github_webhook(State(s): State<AskState>, headers: HeaderMap) -> Response {
     let Some(id) = headers
         .get("x-github-delivery")
         .and_then(|v| v.to_str().ok())
@@ -227,7 +227,7 @@ pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
         ))
         .rule(Rule::new(limits.ask_site.clone(), project))
         .rule(Rule::new(limits.ask_all.clone(), Global));
-    let state = AppState {
+    let state = AskState {
         limiter: limiter.clone(),
         store,
         limits: limits.clone(),

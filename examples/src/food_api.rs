@@ -39,13 +39,13 @@ use rate_limit_tower::{Answering, EXPOSED_HEADERS, ProblemResponder, RateLimitLa
 use tower_http::cors::{Any, CorsLayer};
 
 #[derive(Clone)]
-struct AppState {
+struct FoodState {
     limiter: HandlerLimiter,
     model: Budget,
 }
 
-impl axum::extract::FromRef<AppState> for HandlerLimiter {
-    fn from_ref(s: &AppState) -> Self {
+impl axum::extract::FromRef<FoodState> for HandlerLimiter {
+    fn from_ref(s: &FoodState) -> Self {
         s.limiter.clone()
     }
 }
@@ -64,7 +64,7 @@ pub async fn resolve_ingredients(limiter: &Limiter<AnyStore>, budget: &Budget) -
         .is_allowed()
 }
 
-async fn curate(State(s): State<AppState>, parts: Parts) -> Response {
+async fn curate(State(s): State<FoodState>, parts: Parts) -> Response {
     let user = match Bearer::new().extract(&parts) {
         Ok(p) => p.value().to_owned(),
         Err(r) => return RejectionResponse(r).into_response(),
@@ -119,7 +119,7 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
             Rule::new(Limit::fixed_window("webhooks-ip", 600, minute)?, ip)
                 .on_store_error(FailurePolicy::Open),
         );
-    let state = AppState {
+    let state = FoodState {
         limiter: HandlerLimiter::new(limiter).answering(answering),
         model,
     };

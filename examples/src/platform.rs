@@ -30,7 +30,7 @@ use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
 use rate_limit_tower::{RateLimitLayer, Rule};
 
 #[derive(Clone)]
-struct AppState {
+struct PlatformState {
     limiter: HandlerLimiter,
     ip: ClientIp,
     login_ban: Limit,
@@ -38,13 +38,13 @@ struct AppState {
     login_account: Limit,
 }
 
-impl axum::extract::FromRef<AppState> for HandlerLimiter {
-    fn from_ref(s: &AppState) -> Self {
+impl axum::extract::FromRef<PlatformState> for HandlerLimiter {
+    fn from_ref(s: &PlatformState) -> Self {
         s.limiter.clone()
     }
 }
 
-async fn login(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response {
+async fn login(State(s): State<PlatformState>, parts: Parts, body: Bytes) -> Response {
     #[derive(serde::Deserialize)]
     struct Login {
         email: String,
@@ -141,7 +141,7 @@ pub fn app_with_login_delay(store: AnyStore, first: Duration) -> Result<Router, 
                 ))
             }),
         ));
-    let state = AppState {
+    let state = PlatformState {
         limiter: HandlerLimiter::new(limiter),
         ip,
         // An IP that keeps trying after its 30 attempts: banned for an hour, on every

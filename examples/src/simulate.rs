@@ -17,7 +17,7 @@ const SECOND: u64 = 1_000_000;
 
 /// What happened in one simulated second.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
+pub struct SimulatedRow {
     /// The second, from 0.
     pub second: u64,
     /// What the pattern says happens in it.
@@ -34,7 +34,7 @@ pub struct Report {
     /// The algorithms' names.
     pub algorithms: Vec<&'static str>,
     /// One row per second.
-    pub rows: Vec<Row>,
+    pub rows: Vec<SimulatedRow>,
     /// The most each algorithm admitted in any rolling one-second interval.
     pub max_rolling: Vec<u64>,
     /// The admission times (µs from the start) of each algorithm.
@@ -96,7 +96,7 @@ pub fn run() -> Result<Report, ConfigError> {
                 }
             }
         }
-        rows.push(Row {
+        rows.push(SimulatedRow {
             second,
             label,
             offered: arrivals.len() as u64,

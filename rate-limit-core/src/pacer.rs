@@ -88,11 +88,11 @@ struct Known {
 /// ```
 #[derive(Debug, Clone)]
 pub struct SharedPacer {
-    inner: Arc<Inner>,
+    inner: Arc<PacerInner>,
 }
 
 #[derive(Debug)]
-struct Inner {
+struct PacerInner {
     store: AnyStore,
     name: Box<str>,
     config: Aimd,
@@ -117,7 +117,7 @@ impl SharedPacer {
         h.write_u32(std::process::id());
         let worker = h.finish() >> 11; // below 2^53: exact as a Lua number
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(PacerInner {
                 store: store.into(),
                 name: name.into(),
                 config,
@@ -131,9 +131,9 @@ impl SharedPacer {
 
     /// A worker like this one with its settings changed by `f` (the same id: what it
     /// knows is a cache, and starts empty).
-    fn with(&self, f: impl FnOnce(&mut Inner)) -> Self {
+    fn with(&self, f: impl FnOnce(&mut PacerInner)) -> Self {
         let i = &self.inner;
-        let mut inner = Inner {
+        let mut inner = PacerInner {
             store: i.store.clone(),
             name: i.name.clone(),
             config: i.config,

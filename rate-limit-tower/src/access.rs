@@ -89,7 +89,7 @@ impl List {
 }
 
 /// Sorts and merges overlapping or adjacent ranges.
-fn merge<T: Ord + Copy + num::Step>(mut ranges: Vec<(T, T)>) -> Vec<(T, T)> {
+fn merge<T: Ord + Copy + num::Successor>(mut ranges: Vec<(T, T)>) -> Vec<(T, T)> {
     ranges.sort_unstable();
     let mut out: Vec<(T, T)> = Vec::with_capacity(ranges.len());
     for (lo, hi) in ranges {
@@ -109,15 +109,15 @@ fn within<T: Ord + Copy>(ranges: &[(T, T)], x: T) -> bool {
 
 mod num {
     /// The next value, saturating (to merge adjacent ranges).
-    pub(super) trait Step {
+    pub(super) trait Successor {
         fn next_or_max(self) -> Self;
     }
-    impl Step for u32 {
+    impl Successor for u32 {
         fn next_or_max(self) -> Self {
             self.saturating_add(1)
         }
     }
-    impl Step for u128 {
+    impl Successor for u128 {
         fn next_or_max(self) -> Self {
             self.saturating_add(1)
         }
@@ -184,7 +184,7 @@ impl fmt::Debug for Access {
 
 /// What the lists say about a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Listed {
     /// On the allow list: no limit applies.
     Allowed,
     /// On the deny list: 403.
@@ -243,15 +243,15 @@ impl Access {
     }
 
     /// What the lists say about a request.
-    pub fn check(&self, parts: &Parts) -> Verdict {
+    pub fn check(&self, parts: &Parts) -> Listed {
         let lists = self.current();
         if lists.allow.is_empty() && lists.deny.is_empty() {
-            return Verdict::Neither;
+            return Listed::Neither;
         }
         let ip = if lists.has_ips() {
             match self.ip.resolve(parts) {
                 Ok(ip) => Some(ip),
-                Err(rejection) => return Verdict::Unresolved(rejection),
+                Err(rejection) => return Listed::Unresolved(rejection),
             }
         } else {
             None
@@ -262,11 +262,11 @@ impl Access {
                 || principal.as_ref().is_some_and(|p| l.contains_principal(p))
         };
         if on(&lists.deny) {
-            Verdict::Denied
+            Listed::Denied
         } else if on(&lists.allow) {
-            Verdict::Allowed
+            Listed::Allowed
         } else {
-            Verdict::Neither
+            Listed::Neither
         }
     }
 }
@@ -334,14 +334,10 @@ mod tests {
         };
         // The key is compared hashed, as it is keyed: a leaked key is denied even from an
         // allowed address.
-        assert_eq!(access.check(&parts("leaked-key")), Verdict::Denied);
-        assert_eq!(access.check(&parts("internal-key")), Verdict::Allowed);
-        assert_eq!(
-            access.check(&parts("other")),
-            Verdict::Allowed,
-            "by address"
-        );
+        assert_eq!(access.check(&parts("leaked-key")), Listed::Denied);
+        assert_eq!(access.check(&parts("internal-key")), Listed::Allowed);
+        assert_eq!(access.check(&parts("other")), Listed::Allowed, "by address");
         access.replace(List::default(), List::default());
-        assert_eq!(access.check(&parts("leaked-key")), Verdict::Neither);
+        assert_eq!(access.check(&parts("leaked-key")), Listed::Neither);
     }
 }

@@ -18,14 +18,14 @@ pin_project! {
     /// left).
     pub struct ResponseBody<B> {
         #[pin]
-        kind: Kind<B>,
+        kind: BodyKind<B>,
         slots: Vec<Slot>,
     }
 }
 
 pin_project! {
-    #[project = KindProj]
-    enum Kind<B> {
+    #[project = BodyKindProj]
+    enum BodyKind<B> {
         Inner { #[pin] body: B },
         Own { body: Full<Bytes> },
     }
@@ -34,8 +34,8 @@ pin_project! {
 impl<B> std::fmt::Debug for ResponseBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.kind {
-            Kind::Inner { .. } => "ResponseBody::Inner",
-            Kind::Own { .. } => "ResponseBody::Own",
+            BodyKind::Inner { .. } => "ResponseBody::Inner",
+            BodyKind::Own { .. } => "ResponseBody::Own",
         })
     }
 }
@@ -43,7 +43,7 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
 impl<B> ResponseBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         Self {
-            kind: Kind::Inner { body },
+            kind: BodyKind::Inner { body },
             slots: Vec::new(),
         }
     }
@@ -51,14 +51,14 @@ impl<B> ResponseBody<B> {
     /// The inner service's body, holding `slots` until it ends.
     pub(crate) fn holding(body: B, slots: Vec<Slot>) -> Self {
         Self {
-            kind: Kind::Inner { body },
+            kind: BodyKind::Inner { body },
             slots,
         }
     }
 
     pub(crate) fn own(bytes: Bytes) -> Self {
         Self {
-            kind: Kind::Own {
+            kind: BodyKind::Own {
                 body: Full::new(bytes),
             },
             slots: Vec::new(),
@@ -76,8 +76,8 @@ impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
         let frame = match this.kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx),
-            KindProj::Own { body } => Pin::new(body)
+            BodyKindProj::Inner { body } => body.poll_frame(cx),
+            BodyKindProj::Own { body } => Pin::new(body)
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(|never| match never {}))),
         };
@@ -90,15 +90,15 @@ impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
-            Kind::Own { body } => body.is_end_stream(),
+            BodyKind::Inner { body } => body.is_end_stream(),
+            BodyKind::Own { body } => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
-            Kind::Own { body } => body.size_hint(),
+            BodyKind::Inner { body } => body.size_hint(),
+            BodyKind::Own { body } => body.size_hint(),
         }
     }
 }

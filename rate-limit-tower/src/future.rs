@@ -20,10 +20,10 @@ use crate::response;
 use crate::shared::{Ctx, Next, Shared};
 
 /// The store calls of one request (boxed: its type cannot be named).
-pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Checked> + Send>>);
+pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Admission> + Send>>);
 
 /// What the store calls decided.
-pub(crate) enum Checked {
+pub(crate) enum Admission {
     /// The rules' answer, what it reserved when a rule counts by outcome, the in-flight
     /// slots taken, and the refused principal's jitter seed.
     Answer(Answer, Option<Reservation>, Vec<Slot>, u64),
@@ -61,7 +61,7 @@ impl CheckFuture {
                     SlotAnswer::Open(_) => {}
                     SlotAnswer::Full { max, retry_after } => {
                         // The slots taken so far are released as `slots` drops.
-                        return Checked::Respond(shared.in_flight_refusal(
+                        return Admission::Respond(shared.in_flight_refusal(
                             rule,
                             max,
                             retry_after,
@@ -69,7 +69,7 @@ impl CheckFuture {
                         ));
                     }
                     // The store failed closed: as the rules' own closed answer, 503.
-                    _ => return Checked::Respond(response::unavailable(1)),
+                    _ => return Admission::Respond(response::unavailable(1)),
                 }
             }
             let answer = check(&shared, &chain).await;
@@ -88,11 +88,11 @@ async fn check(shared: &Shared, chain: &Chain) -> Answer {
 }
 
 /// Holds an admitted answer for its delay, and notes what it reserved.
-async fn settle(shared: &Shared, chain: &Chain, answer: Answer, slots: Vec<Slot>) -> Checked {
+async fn settle(shared: &Shared, chain: &Chain, answer: Answer, slots: Vec<Slot>) -> Admission {
     let answer = shared.holding.hold(&shared.limiter, chain, answer).await;
     let reservation = shared.reservation(&answer, chain);
     let seed = shared.answering.jitter_seed(&answer, chain);
-    Checked::Answer(answer, reservation, slots, seed)
+    Admission::Answer(answer, reservation, slots, seed)
 }
 
 /// A give-back on its way to the store: the response waits for it, so the client's next
@@ -130,13 +130,13 @@ pin_project! {
         S: Service<Request<B>>,
     {
         #[pin]
-        kind: Kind<S, B>,
+        kind: FutureKind<S, B>,
     }
 }
 
 pin_project! {
-    #[project = KindProj]
-    enum Kind<S, B>
+    #[project = FutureKindProj]
+    enum FutureKind<S, B>
     where
         S: Service<Request<B>>,
     {
@@ -177,7 +177,7 @@ impl<S: Service<Request<B>>, B> fmt::Debug for ResponseFuture<S, B> {
 impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
     pub(crate) fn ready(response: Response<Bytes>) -> Self {
         Self {
-            kind: Kind::Ready {
+            kind: FutureKind::Ready {
                 response: Some(response),
             },
         }
@@ -185,7 +185,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
 
     pub(crate) fn pass(fut: S::Future) -> Self {
         Self {
-            kind: Kind::Pass { fut },
+            kind: FutureKind::Pass { fut },
         }
     }
 
@@ -198,7 +198,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         ctx: Ctx,
     ) -> Self {
         Self {
-            kind: Kind::Call {
+            kind: FutureKind::Call {
                 fut,
                 info,
                 reservation,
@@ -217,7 +217,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         ctx: Ctx,
     ) -> Self {
         Self {
-            kind: Kind::Check {
+            kind: FutureKind::Check {
                 check,
                 inner: Some(inner),
                 req: Some(req),
@@ -261,15 +261,15 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
             let next = match self.as_mut().project().kind.project() {
-                KindProj::Ready { response } => {
+                FutureKindProj::Ready { response } => {
                     let resp = response.take().map(own);
                     // Polled again after completion: answer an empty 500 rather than panic.
                     return Poll::Ready(Ok(resp.unwrap_or_else(empty_500)));
                 }
-                KindProj::Pass { fut } => {
+                FutureKindProj::Pass { fut } => {
                     return Poll::Ready(ready!(fut.poll(cx)).map(|r| r.map(ResponseBody::inner)));
                 }
-                KindProj::Call {
+                FutureKindProj::Call {
                     fut,
                     info,
                     reservation,
@@ -284,7 +284,7 @@ where
                         .and_then(|r| shared.not_counted(r, &resp))
                         .and_then(|r| give_back(shared, r));
                     match pending {
-                        Some(give) => Kind::Settle {
+                        Some(give) => FutureKind::Settle {
                             give,
                             response: Some(resp),
                             info: info.take(),
@@ -299,7 +299,7 @@ where
                         }
                     }
                 }
-                KindProj::Settle {
+                FutureKindProj::Settle {
                     give,
                     response,
                     info,
@@ -314,7 +314,7 @@ where
                     let resp = finish(resp, info.take(), std::mem::take(slots), shared, *ctx);
                     return Poll::Ready(Ok(resp));
                 }
-                KindProj::Check {
+                FutureKindProj::Check {
                     check,
                     inner,
                     req,
@@ -332,20 +332,20 @@ where
 
 /// What follows the limits' answer: a response now, or the inner service's call.
 fn after_check<S, B, R>(
-    checked: Checked,
+    checked: Admission,
     inner: &mut Option<S>,
     req: &mut Option<Request<B>>,
     shared: &Arc<Shared>,
     ctx: Ctx,
-) -> Kind<S, B>
+) -> FutureKind<S, B>
 where
     S: Service<Request<B>, Response = Response<R>>,
 {
     let (answer, reservation, slots, seed) = match checked {
-        Checked::Answer(a, r, s, seed) => (a, r, s, seed),
-        Checked::Respond(mut resp) => {
+        Admission::Answer(a, r, s, seed) => (a, r, s, seed),
+        Admission::Respond(mut resp) => {
             shared.expose(&mut resp, ctx);
-            return Kind::Ready {
+            return FutureKind::Ready {
                 response: Some(resp),
             };
         }
@@ -354,12 +354,12 @@ where
         Next::Respond(mut resp) => {
             // The answer carries its headers already; only CORS is left.
             shared.expose(&mut resp, ctx);
-            Kind::Ready {
+            FutureKind::Ready {
                 response: Some(resp),
             }
         }
         Next::Proceed(info) => match (inner.take(), req.take()) {
-            (Some(mut svc), Some(req)) => Kind::Call {
+            (Some(mut svc), Some(req)) => FutureKind::Call {
                 fut: svc.call(req),
                 info: shared.with_slots(info, &slots),
                 reservation,
@@ -367,7 +367,7 @@ where
                 shared: Arc::clone(shared),
                 ctx,
             },
-            _ => Kind::Ready { response: None },
+            _ => FutureKind::Ready { response: None },
         },
     }
 }

@@ -82,19 +82,19 @@ where
         let (parts, body) = req.into_parts();
         if let Some(access) = &shared.access {
             match access.check(&parts) {
-                crate::access::Verdict::Denied => {
+                crate::access::Listed::Denied => {
                     let mut resp = response::forbidden();
                     if ctx.origin {
                         headers::expose(resp.headers_mut());
                     }
                     return ResponseFuture::ready(resp);
                 }
-                crate::access::Verdict::Allowed => {
+                crate::access::Listed::Allowed => {
                     let req = Request::from_parts(parts, body);
                     return ResponseFuture::pass(self.inner.call(req));
                 }
-                crate::access::Verdict::Unresolved(rejection) => return rejected(&rejection, ctx),
-                crate::access::Verdict::Neither => {}
+                crate::access::Listed::Unresolved(rejection) => return rejected(&rejection, ctx),
+                crate::access::Listed::Neither => {}
             }
         }
         let mut chain = Chain::new().mode(shared.mode);

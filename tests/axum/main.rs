@@ -74,29 +74,29 @@ async fn path_params_route_templates_and_the_peer_key_requests() {
 }
 
 #[derive(Clone)]
-struct App {
+struct AppLimits {
     limiter: HandlerLimiter,
     per_ip: Limit,
     per_account: Limit,
     tokens: Limit,
 }
 
-impl axum::extract::FromRef<App> for HandlerLimiter {
-    fn from_ref(app: &App) -> Self {
+impl axum::extract::FromRef<AppLimits> for HandlerLimiter {
+    fn from_ref(app: &AppLimits) -> Self {
         app.limiter.clone()
     }
 }
 
 #[derive(serde::Deserialize)]
-struct SignIn {
+struct SignInBody {
     email: String,
 }
 
 async fn sign_in(
-    State(app): State<App>,
+    State(app): State<AppLimits>,
     limiter: HandlerLimiter,
     peer: axum::extract::ConnectInfo<std::net::SocketAddr>,
-    Json(body): Json<SignIn>,
+    Json(body): Json<SignInBody>,
 ) -> Result<(Admitted, &'static str), Refused> {
     // The IP and the account, known only from the body, in ONE chain: one store call.
     let chain = Chain::new()
@@ -110,7 +110,7 @@ async fn sign_in(
 }
 
 async fn ask(
-    State(app): State<App>,
+    State(app): State<AppLimits>,
     limiter: HandlerLimiter,
 ) -> Result<(Admitted, String), Refused> {
     let user = Principal::user("asker");
@@ -134,7 +134,7 @@ async fn ask(
 #[tokio::test]
 async fn the_in_handler_limiter_checks_a_chain_from_the_body_and_charges_after_the_work() {
     let store = AnyStore::Memory(MemoryStore::new());
-    let app = App {
+    let app = AppLimits {
         limiter: HandlerLimiter::new(Limiter::new(store)),
         per_ip: Limit::sliding_log("sign-in-ip", 20, Duration::from_secs(900)).unwrap(),
         per_account: Limit::sliding_log("sign-in-account", 2, Duration::from_secs(900)).unwrap(),

@@ -14,12 +14,12 @@ use rate_limit_tests::redis::{RedisCluster, principal_slot};
 use tokio::time::Instant;
 
 #[derive(Debug, Default, Clone)]
-struct Tally {
+struct OutcomeTally {
     ok: Vec<Duration>,
     failed: usize,
 }
 
-impl Tally {
+impl OutcomeTally {
     fn total(&self) -> usize {
         self.ok.len() + self.failed
     }
@@ -94,8 +94,11 @@ async fn one_master_down(how: Down) {
         let (killed, stop) = (killed.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             // (before: all keys; after: live nodes' keys, dead node's keys)
-            let (mut before, mut live, mut dead) =
-                (Tally::default(), Tally::default(), Tally::default());
+            let (mut before, mut live, mut dead) = (
+                OutcomeTally::default(),
+                OutcomeTally::default(),
+                OutcomeTally::default(),
+            );
             let mut i = t;
             while !stop.load(Ordering::Relaxed) {
                 let (p, on_dead) = &principals[i % principals.len()];
@@ -131,7 +134,11 @@ async fn one_master_down(how: Down) {
     // Three node timeouts (2 s each): Redis marks the node failed meanwhile.
     tokio::time::sleep(Duration::from_secs(6)).await;
     stop.store(true, Ordering::Relaxed);
-    let (mut before, mut live, mut dead) = (Tally::default(), Tally::default(), Tally::default());
+    let (mut before, mut live, mut dead) = (
+        OutcomeTally::default(),
+        OutcomeTally::default(),
+        OutcomeTally::default(),
+    );
     for t in tasks {
         let (b, l, d) = t.await.unwrap();
         before.ok.extend(b.ok);

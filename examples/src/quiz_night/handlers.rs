@@ -13,7 +13,7 @@ use rate_limit_core::{Chain, Dedupe, FailurePolicy, Principal, PrincipalKind};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{AppState, pages};
+use super::{QuizState, pages};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -50,7 +50,7 @@ pub(super) async fn next_question(Path(game): Path<String>) -> Json<serde_json::
 }
 
 #[derive(Deserialize)]
-struct SignIn {
+struct SignInForm {
     email: String,
     password: String,
 }
@@ -63,8 +63,8 @@ struct SignIn {
 /// it: the owner is made to wait, never refused), then answered as usual. An attempt the IP limit refuses
 /// stops there and charges nothing to the account, so an exhausted IP cannot slow anyone
 /// down. Fails closed.
-pub(super) async fn sign_in(State(s): State<AppState>, parts: Parts, body: Bytes) -> Response {
-    let Ok(creds) = serde_json::from_slice::<SignIn>(&body) else {
+pub(super) async fn sign_in(State(s): State<QuizState>, parts: Parts, body: Bytes) -> Response {
+    let Ok(creds) = serde_json::from_slice::<SignInForm>(&body) else {
         return error(
             StatusCode::BAD_REQUEST,
             "expected JSON {\"email\", \"password\"}",
@@ -120,7 +120,7 @@ pub(super) async fn ask(body: Bytes) -> Response {
 /// A delivery is processed once in 24 h across every instance sharing the store. A
 /// delivery that fails processing is released, so the sender's retry is processed.
 pub(super) async fn payment_webhook(
-    State(s): State<AppState>,
+    State(s): State<QuizState>,
     parts: Parts,
     body: Bytes,
 ) -> Response {

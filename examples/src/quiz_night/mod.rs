@@ -122,15 +122,15 @@ impl Limits {
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
-pub(crate) struct AppState {
+pub(crate) struct QuizState {
     pub(crate) limiter: HandlerLimiter,
     pub(crate) store: AnyStore,
     pub(crate) limits: Limits,
     pub(crate) client: ClientIp,
 }
 
-impl axum::extract::FromRef<AppState> for HandlerLimiter {
-    fn from_ref(s: &AppState) -> Self {
+impl axum::extract::FromRef<QuizState> for HandlerLimiter {
+    fn from_ref(s: &QuizState) -> Self {
         s.limiter.clone()
     }
 }
@@ -210,7 +210,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         Rule::new(limits.webhooks.clone(), client.clone()).on_store_error(FailurePolicy::Open),
     );
 
-    let state = AppState {
+    let state = QuizState {
         // Refusals inside handlers answer like the layers.
         limiter: HandlerLimiter::new(limiter.clone()).answering(answering.clone()),
         store,

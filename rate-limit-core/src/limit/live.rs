@@ -10,7 +10,7 @@ use super::{AlgorithmKind, Limit, Params};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::principal::Principal;
 
-pub(super) struct Inner {
+pub(super) struct LimitInner {
     pub(super) name: Box<str>,
     /// A 16-bit class from the name: the memory store gives each class its own room.
     pub(super) class: u16,
@@ -30,7 +30,7 @@ pub(super) struct Inner {
     pub(super) delay: [AtomicU64; 3],
 }
 
-impl Inner {
+impl LimitInner {
     pub(super) fn load(&self) -> Params {
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
@@ -57,7 +57,7 @@ impl Inner {
     }
 }
 
-impl Inner {
+impl LimitInner {
     pub(super) fn new(name: &str, params: Params) -> Self {
         let (kind, a, b) = params.parts();
         let mut h = std::hash::DefaultHasher::new();

@@ -18,7 +18,7 @@ pub use aimd::Aimd;
 pub use delay::{Delay, Growth, MAX_DELAY};
 pub use in_flight::{InFlight, MAX_SLOT_TTL, MIN_SLOT_TTL, SlotKey};
 
-use live::Inner;
+use live::LimitInner;
 pub use params::AlgorithmKind;
 pub(crate) use params::Params;
 
@@ -60,7 +60,7 @@ pub const MAX_BAN_AFTER: u64 = 1_000;
 /// ```
 #[derive(Clone)]
 pub struct Limit {
-    inner: Arc<Inner>,
+    inner: Arc<LimitInner>,
 }
 
 impl fmt::Debug for Limit {
@@ -134,7 +134,7 @@ fn window_params(name: &str, q: u64, window: Duration) -> Result<(u64, u64), Con
 impl Limit {
     fn build(name: &str, params: Params) -> Self {
         Self {
-            inner: Arc::new(Inner::new(name, params)),
+            inner: Arc::new(LimitInner::new(name, params)),
         }
     }
 

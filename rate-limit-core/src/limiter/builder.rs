@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::health::Health;
-use super::{FALLBACK_KEYS, Inner, Limiter};
+use super::{FALLBACK_KEYS, Limiter, LimiterInner};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::protocol::{Domains, Store};
 use crate::store::MemoryStore;
@@ -85,7 +85,7 @@ impl<S: Store> LimiterBuilder<S> {
             None => MemoryStore::builder().max_keys(FALLBACK_KEYS).build()?,
         };
         Ok(Limiter {
-            inner: Arc::new(Inner {
+            inner: Arc::new(LimiterInner {
                 store: self.store,
                 name: self.name,
                 timeout: self.timeout,

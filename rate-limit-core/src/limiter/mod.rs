@@ -88,7 +88,7 @@ const FALLBACK_KEYS: usize = 100_000;
 /// A store with a time budget, retries, a cool-down and a fallback. Cheap to clone;
 /// clones share everything. See the [module docs](self).
 pub struct Limiter<S = AnyStore> {
-    inner: Arc<Inner<S>>,
+    inner: Arc<LimiterInner<S>>,
 }
 
 impl<S> Clone for Limiter<S> {
@@ -99,7 +99,7 @@ impl<S> Clone for Limiter<S> {
     }
 }
 
-struct Inner<S> {
+struct LimiterInner<S> {
     store: S,
     name: Cow<'static, str>,
     timeout: Duration,
@@ -147,8 +147,8 @@ impl Limiter<AnyStore> {
     /// ([`AnyStore::describe`]: `memory`, `redis host:port`, …): the same one for every clone of the store, for as
     /// long as one is alive. See the [module docs](self).
     pub fn shared(store: impl Into<AnyStore>) -> Self {
-        type Registry = Vec<(usize, Weak<Inner<AnyStore>>)>;
-        static REGISTRY: Mutex<Registry> = Mutex::new(Vec::new());
+        type SharedLimiters = Vec<(usize, Weak<LimiterInner<AnyStore>>)>;
+        static REGISTRY: Mutex<SharedLimiters> = Mutex::new(Vec::new());
         let store = store.into();
         let (id, name) = store.identity();
         let mut reg = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);

@@ -43,14 +43,14 @@ use crate::protocol::ChainDecision;
 #[derive(Debug, Clone)]
 #[must_use = "a reservation is kept unless it is given back"]
 pub struct Reservation {
-    pub(crate) items: Vec<Reserved>,
+    pub(crate) items: Vec<ReservedCheck>,
     /// Charged in the limiter's fallback memory store (the store had failed).
     pub(crate) fallback: bool,
 }
 
 /// One check's reserved units.
 #[derive(Debug, Clone)]
-pub(crate) struct Reserved {
+pub(crate) struct ReservedCheck {
     /// The check's position in its chain.
     pub(crate) index: usize,
     pub(crate) check: Check,
@@ -76,7 +76,7 @@ impl Reservation {
             .take(decision.decisions().len())
             // A ban's gate charges nothing.
             .filter(|(_, c)| c.cost() > 0 && c.key().limit().kind() != AlgorithmKind::Ban)
-            .map(|(i, c)| Reserved {
+            .map(|(i, c)| ReservedCheck {
                 index: i,
                 check: c.clone(),
                 at: receipt.time(i),

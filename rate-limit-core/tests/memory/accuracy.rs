@@ -17,14 +17,14 @@ use crate::support::T0;
 const QUOTA: u64 = 100;
 const WINDOW_US: u64 = 60_000_000;
 
-struct Tally {
+struct AccuracyTally {
     requests: u64,
     over: u64,
     under: u64,
     max_rolling: u64,
 }
 
-fn simulate(rate_multiple: f64, windows: u64, seed: u64) -> Tally {
+fn simulate(rate_multiple: f64, windows: u64, seed: u64) -> AccuracyTally {
     let clock = FakeClock::at_micros(T0);
     let store = MemoryStore::builder().clock(clock.clone()).build().unwrap();
     let limit = Limit::sliding_window("acc", QUOTA, Duration::from_micros(WINDOW_US)).unwrap();
@@ -40,7 +40,7 @@ fn simulate(rate_multiple: f64, windows: u64, seed: u64) -> Tally {
     let mut admitted: VecDeque<u64> = VecDeque::new();
     let mut t = T0;
     let end = T0 + windows * WINDOW_US;
-    let mut tally = Tally {
+    let mut tally = AccuracyTally {
         requests: 0,
         over: 0,
         under: 0,

@@ -250,7 +250,7 @@ async fn costs_weigh_requests() {
 #[test]
 fn public_types_are_send_and_sync() {
     assert_send_sync::<RateLimitLayer>();
-    assert_send_sync::<App>();
+    assert_send_sync::<LayeredApp>();
     assert_send_sync::<rate_limit_tower::RateLimitInfo>();
     let (layer, _) = fresh();
     let mut svc = app(&layer.rule(Rule::new(minute("x", 1), Global)));

@@ -14,7 +14,7 @@ pub(crate) const T0: u64 = 1_799_971_200_000_000;
 
 pub(crate) type Body = Full<Bytes>;
 
-pub(crate) type App = RateLimit<
+pub(crate) type LayeredApp = RateLimit<
     tower::util::ServiceFn<
         fn(Request<Body>) -> std::future::Ready<Result<Response<Body>, Infallible>>,
     >,
@@ -25,7 +25,7 @@ fn ok(_: Request<Body>) -> std::future::Ready<Result<Response<Body>, Infallible>
 }
 
 /// The layer around a handler that answers `ok`.
-pub(crate) fn app(layer: &RateLimitLayer) -> App {
+pub(crate) fn app(layer: &RateLimitLayer) -> LayeredApp {
     layer.layer(service_fn(ok as fn(_) -> _))
 }
 

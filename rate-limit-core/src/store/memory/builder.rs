@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::seen::Seen;
 use super::shard::Shard;
-use super::{Inner, MemoryStore};
+use super::{MemoryInner, MemoryStore};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ConfigError, ConfigErrorKind};
 
@@ -70,7 +70,7 @@ impl MemoryStoreBuilder {
         let anchor = clock.now_micros();
         let sweep_every = u32::try_from(self.sweep_interval.as_secs().max(1)).unwrap_or(u32::MAX);
         Ok(MemoryStore {
-            inner: Arc::new(Inner {
+            inner: Arc::new(MemoryInner {
                 shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
                 clock,
                 anchor,

@@ -80,10 +80,10 @@ const DEFAULT_SWEEP: Duration = Duration::from_secs(60);
 /// ```
 #[derive(Clone)]
 pub struct MemoryStore {
-    inner: Arc<Inner>,
+    inner: Arc<MemoryInner>,
 }
 
-struct Inner {
+struct MemoryInner {
     shards: Box<[Mutex<Shard>]>,
     clock: Arc<dyn Clock>,
     anchor: u64,

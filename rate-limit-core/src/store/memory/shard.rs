@@ -45,7 +45,7 @@ pub(super) fn class(key: &[u64; 2]) -> u16 {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Entry {
+struct KeyEntry {
     key: [u64; 2],
     a: u64,
     b: u64,
@@ -56,7 +56,7 @@ struct Entry {
 #[derive(Debug, Default)]
 pub(super) struct Shard {
     table: HashTable<u32>,
-    entries: Vec<Entry>,
+    entries: Vec<KeyEntry>,
     logs: Vec<VecDeque<(u64, u64)>>,
     free_logs: Vec<u32>,
     tick: u32,
@@ -244,7 +244,7 @@ impl Shard {
             self.entries.reserve_exact(extra);
         }
         let i = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
-        self.entries.push(Entry {
+        self.entries.push(KeyEntry {
             key: *key,
             a,
             b,
@@ -315,7 +315,7 @@ impl Shard {
     /// Which keys go first when a class needs room (the lowest rank): what costs nothing to
     /// forget (its state is a fresh one's), then keys that refuse nobody, then keys that
     /// refused or slowed someone; in each tier the least recently used first.
-    fn rank(&self, e: &Entry, tick: u32, now_us: u64) -> u64 {
+    fn rank(&self, e: &KeyEntry, tick: u32, now_us: u64) -> u64 {
         let payload = e.a & PAYLOAD;
         let free = match tag(e.a) {
             TAG_BUCKET => payload <= now_us,
@@ -340,7 +340,7 @@ impl Shard {
 
     /// Keeps the entries for which `keep(index, entry)` holds; rebuilds the index table.
     /// Returns how many were dropped.
-    fn retain_where(&mut self, mut keep: impl FnMut(usize, &Entry) -> bool) -> usize {
+    fn retain_where(&mut self, mut keep: impl FnMut(usize, &KeyEntry) -> bool) -> usize {
         let before = self.entries.len();
         let mut idx = 0;
         let mut dropped_logs = Vec::new();
@@ -385,7 +385,7 @@ impl Shard {
     /// Bytes allocated by this shard's tables (not counting exact-log contents).
     pub(super) fn allocated_bytes(&self) -> usize {
         self.table.allocation_size()
-            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.entries.capacity() * std::mem::size_of::<KeyEntry>()
             + self.logs.capacity() * std::mem::size_of::<VecDeque<(u64, u64)>>()
     }
 }
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn entry_is_40_bytes() {
-        assert_eq!(std::mem::size_of::<Entry>(), 40);
+        assert_eq!(std::mem::size_of::<KeyEntry>(), 40);
     }
 
     #[test]

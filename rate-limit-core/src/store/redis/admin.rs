@@ -5,7 +5,7 @@ use redis::Value;
 
 use super::RedisStore;
 use super::error::{classify, store_error};
-use super::script::Mode;
+use super::script::ScriptMode;
 #[cfg(feature = "cluster")]
 use super::script::{CHAIN_LUA, Invocation, decode, head};
 use crate::protocol::{Store, StoreError};
@@ -34,7 +34,7 @@ impl RedisStore {
             }
             return Ok(());
         }
-        self.run(Vec::new(), Mode::InOrder, Vec::new())
+        self.run(Vec::new(), ScriptMode::InOrder, Vec::new())
             .await
             .map(|_| ())
     }

@@ -18,18 +18,18 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::conn::Conn;
 use super::error::{bad_answer, refused_chain, store_error};
-use super::script::{CHAIN_LUA, Grants, Invocation, Mode, decode, head, push_chain};
+use super::script::{CHAIN_LUA, Grants, Invocation, ScriptMode, decode, head, push_chain};
 use crate::protocol::Decision;
 use crate::protocol::{StoreError, StoreErrorKind};
 
 /// A chain's answer: the server time, its decisions, and what its leases were granted.
-pub(super) type Answer = Result<(u64, Vec<Decision>, Grants), StoreError>;
+pub(super) type BatchAnswer = Result<(u64, Vec<Decision>, Grants), StoreError>;
 
 struct Job {
     keys: Vec<String>,
-    mode: Mode,
+    mode: ScriptMode,
     checks: Vec<u64>,
-    reply: oneshot::Sender<Answer>,
+    reply: oneshot::Sender<BatchAnswer>,
 }
 
 /// Which calls a chain may share: on a Cluster its slot, else the one lane.
@@ -70,10 +70,15 @@ impl Batcher {
     }
 
     /// Runs one chain (`checks`: four numbers per check) in the next call.
-    pub(super) async fn run(&self, keys: Vec<String>, mode: Mode, checks: Vec<u64>) -> Answer {
+    pub(super) async fn run(
+        &self,
+        keys: Vec<String>,
+        mode: ScriptMode,
+        checks: Vec<u64>,
+    ) -> BatchAnswer {
         let (reply, answer) = oneshot::channel();
         let lane = if self.cluster {
-            keys.first().map(|k| super::keys::slot(k))
+            keys.first().map(|k| super::keys::hash_slot(k))
         } else {
             None
         };
@@ -182,7 +187,7 @@ async fn call(
     for job in &mut jobs {
         keys.append(&mut job.keys);
     }
-    let chains: Vec<(Mode, &[u64])> = jobs.iter().map(|j| (j.mode, &j.checks[..])).collect();
+    let chains: Vec<(ScriptMode, &[u64])> = jobs.iter().map(|j| (j.mode, &j.checks[..])).collect();
     let answers = send(&conn, &script, slack_ms, &keys, &chains).await;
     drop(chains);
     for (job, answer) in jobs.into_iter().zip(answers) {
@@ -198,8 +203,8 @@ pub(super) async fn send(
     script: &Script,
     slack_ms: u64,
     keys: &[String],
-    chains: &[(Mode, &[u64])],
-) -> Vec<Answer> {
+    chains: &[(ScriptMode, &[u64])],
+) -> Vec<BatchAnswer> {
     let mut args = head(slack_ms, chains.len());
     for (mode, checks) in chains {
         push_chain(&mut args, *mode, checks);

@@ -10,7 +10,7 @@ use super::conn::Conn;
 use super::deny::DenyCache;
 use super::script::{CHAIN_LUA, PACER_LUA, REFUND_LUA, SLOTS_LUA};
 use super::tls::Tls;
-use super::{Inner, KEY_VERSION, RedisStore};
+use super::{KEY_VERSION, RedisInner, RedisStore};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::name::is_name_byte;
 
@@ -160,7 +160,7 @@ impl RedisStoreBuilder {
         let batch =
             (self.coalesce > 1).then(|| Batcher::start(conn.clone(), slack_ms, self.coalesce));
         Ok(RedisStore {
-            inner: Arc::new(Inner {
+            inner: Arc::new(RedisInner {
                 conn,
                 batch,
                 endpoint,

@@ -11,7 +11,7 @@ use super::SWEEP_EVERY;
 use super::deny::DenyCache;
 use super::keys;
 use super::lease::{self, Leftover, Take};
-use super::script::{Mode, as_charged, mark_bans, push_lease};
+use super::script::{ScriptMode, as_charged, mark_bans, push_lease};
 use crate::chain::{Chain, ChainMode, Check};
 use crate::key::Key;
 use crate::protocol::lease::LeasedUnits;
@@ -20,20 +20,20 @@ use crate::protocol::{ChainDecision, Decision, StoreError};
 impl RedisStore {
     pub(super) async fn check_chain(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
         let mode = match chain.chain_mode() {
-            ChainMode::InOrder => Mode::InOrder,
-            ChainMode::ChargeAll => Mode::ChargeAll,
-            ChainMode::CountAttempts => Mode::CountAttempts,
+            ChainMode::InOrder => ScriptMode::InOrder,
+            ChainMode::ChargeAll => ScriptMode::ChargeAll,
+            ChainMode::CountAttempts => ScriptMode::CountAttempts,
         };
         let checks = chain.checks();
         if let (Some(cache), true) = (
             &self.inner.deny,
-            mode == Mode::InOrder && self.splits(checks),
+            mode == ScriptMode::InOrder && self.splits(checks),
         ) {
             cache.mark_refundable(chain);
         }
         let sent = self.inner.deny.as_ref().map(DenyCache::now);
         let leased =
-            mode == Mode::InOrder && checks.iter().any(|c| c.key().limit().lease().is_some());
+            mode == ScriptMode::InOrder && checks.iter().any(|c| c.key().limit().lease().is_some());
         let mut decision = if leased {
             self.check_leased(checks).await?
         } else {
@@ -52,8 +52,8 @@ impl RedisStore {
     fn splits(&self, checks: &[Check]) -> bool {
         self.inner.conn.is_cluster()
             && checks.windows(2).any(|w| {
-                keys::principal_slot(w[0].key().principal().as_str())
-                    != keys::principal_slot(w[1].key().principal().as_str())
+                keys::principal_hash_slot(w[0].key().principal().as_str())
+                    != keys::principal_hash_slot(w[1].key().principal().as_str())
             })
     }
 
@@ -81,11 +81,13 @@ impl RedisStore {
             return Ok(d);
         }
         let sent = Instant::now();
-        let Checked {
+        let GroupAnswers {
             decisions: ds,
             times: remote_times,
             granted: grants,
-        } = self.check_checks(&remote, &extras, Mode::InOrder).await?;
+        } = self
+            .check_checks(&remote, &extras, ScriptMode::InOrder)
+            .await?;
         let admitted = ds.len() == remote.len() && ds.iter().all(Decision::is_allowed);
         let mut ds = ds.into_iter();
         let mut out = Vec::with_capacity(checks.len());
@@ -213,11 +215,13 @@ impl RedisStore {
             };
             let sent = Instant::now();
             let checks = std::slice::from_ref(&check);
-            if let Ok(Checked {
+            if let Ok(GroupAnswers {
                 decisions: ds,
                 granted: grants,
                 ..
-            }) = store.check_checks(checks, &[extra], Mode::InOrder).await
+            }) = store
+                .check_checks(checks, &[extra], ScriptMode::InOrder)
+                .await
                 && let (Some(d), Some(&(_, units, at))) = (ds.first(), grants.first())
             {
                 store.install(check.key(), units, d, at, sent);
@@ -273,13 +277,13 @@ impl RedisStore {
 
     /// Consecutive checks whose keys share a hash slot form a group, sent in one call (one
     /// group when not clustered).
-    fn slot_groups(&self, names: &[String]) -> Vec<Range<usize>> {
+    fn hash_slot_groups(&self, names: &[String]) -> Vec<Range<usize>> {
         let mut groups = Vec::new();
         let mut start = 0;
         for i in 1..=names.len() {
             let split = i == names.len()
                 || (self.inner.conn.is_cluster()
-                    && keys::slot(&names[i]) != keys::slot(&names[start]));
+                    && keys::hash_slot(&names[i]) != keys::hash_slot(&names[start]));
             if split {
                 groups.push(start..i);
                 start = i;
@@ -296,10 +300,10 @@ impl RedisStore {
         &self,
         checks: &[Check],
         extras: &[u64],
-        mode: Mode,
-    ) -> Result<Checked, StoreError> {
+        mode: ScriptMode,
+    ) -> Result<GroupAnswers, StoreError> {
         let mut names: Vec<String> = checks.iter().map(|c| self.key_name(c.key())).collect();
-        let groups = self.slot_groups(&names);
+        let groups = self.hash_slot_groups(&names);
         let mut decisions = Vec::with_capacity(checks.len());
         let mut times = Vec::with_capacity(checks.len());
         let mut granted = Vec::new();
@@ -317,7 +321,7 @@ impl RedisStore {
                 .inner
                 .conn
                 .is_cluster()
-                .then(|| keys::slot(&names[g.start]));
+                .then(|| keys::hash_slot(&names[g.start]));
             let mut kept = (!single).then(|| args.clone());
             let group = if single {
                 std::mem::take(&mut names)
@@ -333,7 +337,7 @@ impl RedisStore {
                     // One node failed: say which, look at the slot map again soon, and give
                     // back what the groups before it charged (in order, nothing may stay).
                     self.refresh_topology(true);
-                    if mode == Mode::InOrder {
+                    if mode == ScriptMode::InOrder {
                         for c in charged.iter().rev() {
                             self.refund(&names[c.range.clone()], c.at, &c.args).await;
                         }
@@ -351,7 +355,7 @@ impl RedisStore {
             let refused = ds.iter().any(|d| !d.is_allowed());
             times.resize(times.len() + ds.len(), now);
             decisions.extend(ds);
-            if refused && mode == Mode::InOrder {
+            if refused && mode == ScriptMode::InOrder {
                 // Give back what earlier groups took; report them as uncharged.
                 for c in charged.iter().rev() {
                     self.refund(&names[c.range.clone()], c.at, &c.args).await;
@@ -365,7 +369,7 @@ impl RedisStore {
                 granted.clear();
                 break;
             }
-            if refused && mode == Mode::CountAttempts {
+            if refused && mode == ScriptMode::CountAttempts {
                 // The groups charged so far stay charged; later groups are not sent.
                 break;
             }
@@ -377,7 +381,7 @@ impl RedisStore {
                 });
             }
         }
-        Ok(Checked {
+        Ok(GroupAnswers {
             decisions,
             times,
             granted,
@@ -386,7 +390,7 @@ impl RedisStore {
 }
 
 /// What [`RedisStore::check_checks`] answers.
-struct Checked {
+struct GroupAnswers {
     decisions: Vec<Decision>,
     /// The server time of each decision (its slot group's node's clock).
     times: Vec<u64>,
@@ -394,7 +398,7 @@ struct Checked {
     granted: Vec<(usize, u64, u64)>,
 }
 
-impl Checked {
+impl GroupAnswers {
     /// The chain decision, with what a give-back needs.
     fn into_chain_decision(self) -> ChainDecision {
         let at = self.times.first().copied().unwrap_or(0);

@@ -335,5 +335,5 @@ async fn asking(con: &mut ConnectionManager, cmd: &Cmd) -> RedisResult<Value> {
 
 /// The slot of a command's first key name.
 pub(super) fn slot_of(keys: &[String]) -> Option<u16> {
-    keys.first().map(|k| keys::slot(k))
+    keys.first().map(|k| keys::hash_slot(k))
 }

@@ -110,7 +110,7 @@ impl Conn {
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 use super::cluster::Target;
-                let slot = super::keys::slot(name);
+                let slot = super::keys::hash_slot(name);
                 c.send(Target::Slot(Some(slot)), false, |_| cmd.clone())
                     .await
             }

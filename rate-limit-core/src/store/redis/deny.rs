@@ -20,7 +20,7 @@ const SHARDS: usize = 8;
 const BAN_HELD_US: u64 = 1_000_000;
 
 /// One refused key.
-struct Entry {
+struct Denial {
     /// Local time (µs) the refusal lapses at.
     until: u64,
     /// Local time (µs) the command was sent.
@@ -34,10 +34,10 @@ struct Entry {
     decisions: SmallVec<[Decision; 4]>,
 }
 
-type Shard = HashMap<[u64; 2], Entry>;
+type DenyShard = HashMap<[u64; 2], Denial>;
 
 pub(crate) struct DenyCache {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Mutex<DenyShard>]>,
     per_shard: usize,
     /// Live entries over all shards: zero skips every lookup (allowed traffic pays nothing).
     len: AtomicUsize,
@@ -50,7 +50,7 @@ pub(crate) struct DenyCache {
     any_refundable: AtomicBool,
 }
 
-fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+fn lock(m: &Mutex<DenyShard>) -> MutexGuard<'_, DenyShard> {
     // Every write to a shard is a whole insert or remove: a poisoned one is consistent.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -59,7 +59,7 @@ impl DenyCache {
     /// A cache of at most `capacity` keys.
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(DenyShard::new())).collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
             len: AtomicUsize::new(0),
             hits: AtomicU64::new(0),
@@ -74,7 +74,7 @@ impl DenyCache {
         u64::try_from(self.anchor.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    fn shard(&self, digest: &[u64; 2]) -> &Mutex<Shard> {
+    fn shard(&self, digest: &[u64; 2]) -> &Mutex<DenyShard> {
         // The low bits of the second word: the table hashes on both.
         &self.shards[usize::try_from(digest[1] % SHARDS as u64).unwrap_or(0)]
     }
@@ -189,7 +189,7 @@ impl DenyCache {
         if refused.is_ban() {
             held = held.min(BAN_HELD_US);
         }
-        let entry = Entry {
+        let entry = Denial {
             until: sent.saturating_add(held),
             at: sent,
             cost: check.cost(),

@@ -14,7 +14,7 @@ use crate::limit::SlotKey;
 use crate::protocol::{Slots, StoreError, Taken};
 
 impl RedisStore {
-    /// `<prefix>:{<principal>}:in-flight:<limit>`: the principal's slot, and a name no
+    /// `<prefix>:{<principal>}:in-flight:<limit>`: the principal's in-flight slots, and a name no
     /// limit can have (limit names hold no `:`).
     fn slot_key(&self, key: &SlotKey) -> String {
         format!(
@@ -45,8 +45,12 @@ impl RedisStore {
             keys: &keys,
             args: &args,
         };
-        let slot = self.inner.conn.is_cluster().then(|| keys::slot(&keys[0]));
-        let domain = |e: StoreError| self.in_domain_of(e, slot);
+        let hash_slot = self
+            .inner
+            .conn
+            .is_cluster()
+            .then(|| keys::hash_slot(&keys[0]));
+        let domain = |e: StoreError| self.in_domain_of(e, hash_slot);
         self.inner
             .conn
             .invoke::<Value>(&inv)

@@ -34,12 +34,12 @@ pub(super) fn crc16(data: &[u8]) -> u16 {
 }
 
 /// The Cluster hash slot of every key of `principal` (the principal is the hash tag).
-pub(super) fn principal_slot(principal: &str) -> u16 {
+pub(super) fn principal_hash_slot(principal: &str) -> u16 {
     crc16(principal.as_bytes()) % 16_384
 }
 
 /// The Cluster hash slot of a key name (honouring its `{tag}`).
-pub(super) fn slot(name: &str) -> u16 {
+pub(super) fn hash_slot(name: &str) -> u16 {
     let bytes = name.as_bytes();
     let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
         let rest = &bytes[open + 1..];
@@ -59,10 +59,16 @@ mod tests {
     fn slots_match_redis() {
         // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
         assert_eq!(crc16(b"123456789"), 0x31c3);
-        assert_eq!(slot("foo"), 12_182);
-        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
-        assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
-        assert_eq!(slot("foo{{bar}}zap"), slot("{bar"));
-        assert_eq!(slot("rl:v2:{u:alice}:poll"), principal_slot("u:alice"));
+        assert_eq!(hash_slot("foo"), 12_182);
+        assert_eq!(
+            hash_slot("{user1000}.following"),
+            hash_slot("{user1000}.followers")
+        );
+        assert_eq!(hash_slot("foo{}{bar}"), hash_slot("foo{}{bar}"));
+        assert_eq!(hash_slot("foo{{bar}}zap"), hash_slot("{bar"));
+        assert_eq!(
+            hash_slot("rl:v2:{u:alice}:poll"),
+            principal_hash_slot("u:alice")
+        );
     }
 }

@@ -49,7 +49,7 @@ pub(super) struct Leftover {
 /// Puts reserved units back into `e`'s slice: the part they came from, or one like it if
 /// that part was spent meanwhile. `Err`: the part has ended (or the limit changed), with
 /// the units to return to Redis when the slice is still there to name the key.
-fn put_back(e: &mut Entry, r: &LeasedUnits, now: Instant) -> Result<(), Option<Leftover>> {
+fn put_back(e: &mut SliceEntry, r: &LeasedUnits, now: Instant) -> Result<(), Option<Leftover>> {
     let Some(s) = e.slice.as_mut() else {
         return Err(None);
     };
@@ -135,7 +135,7 @@ impl Slice {
     }
 }
 
-struct Entry {
+struct SliceEntry {
     /// The key's slice: its name and parameters, and its parts (none: no units).
     slice: Option<Slice>,
     /// Reservations neither committed nor released.
@@ -151,7 +151,7 @@ struct Entry {
     size: u64,
 }
 
-impl Entry {
+impl SliceEntry {
     fn new(now: Instant) -> Self {
         Self {
             slice: None,
@@ -200,11 +200,11 @@ pub(super) struct Grant<'a> {
     pub(super) sent: Instant,
 }
 
-type Shard = HashMap<[u64; 2], Entry>;
+type LeaseShard = HashMap<[u64; 2], SliceEntry>;
 
 /// The slices this process holds, by key.
 pub(super) struct Leases {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Mutex<LeaseShard>]>,
     ids: AtomicU64,
     /// A task that returns ended parts' units is running.
     pub(super) sweeping: AtomicBool,
@@ -219,7 +219,7 @@ impl Leases {
         }
     }
 
-    fn shard(&self, digest: [u64; 2]) -> MutexGuard<'_, Shard> {
+    fn shard(&self, digest: [u64; 2]) -> MutexGuard<'_, LeaseShard> {
         // The digest is a keyed PRF: its low bits are uniform.
         self.shards[(digest[0] as usize) % SHARDS]
             .lock()
@@ -257,7 +257,7 @@ impl Leases {
             Some(e) => e,
             None if refill => {
                 // First seen (or not for a while): checked plainly.
-                shard.insert(digest, Entry::new(now));
+                shard.insert(digest, SliceEntry::new(now));
                 return Take::Plain;
             }
             None => return Take::Plain,
@@ -380,7 +380,9 @@ impl Leases {
         };
         let digest = g.key.digest();
         let mut shard = self.shard(digest);
-        let entry = shard.entry(digest).or_insert_with(|| Entry::new(g.sent));
+        let entry = shard
+            .entry(digest)
+            .or_insert_with(|| SliceEntry::new(g.sent));
         let changed = entry.slice.as_ref().is_some_and(|s| s.params != params);
         entry.end_parts(g.sent, changed, &mut out);
         if let Some(s) = &mut entry.slice {

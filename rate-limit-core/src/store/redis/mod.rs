@@ -41,7 +41,7 @@ use conn::Conn;
 use deny::DenyCache;
 use error::{bad_answer, store_error};
 use lease::{Leases, Take};
-use script::{Invocation, Mode, REFUND_LUA, mark_bans, push_lease, push_params};
+use script::{Invocation, REFUND_LUA, ScriptMode, mark_bans, push_lease, push_params};
 
 /// How often ended slices' unused units are looked for, while slices exist.
 const SWEEP_EVERY: Duration = Duration::from_millis(10);
@@ -53,10 +53,10 @@ pub const KEY_VERSION: &str = "v2";
 /// The Redis store. Cheap to clone; clones share the connection. See the [module docs](self).
 #[derive(Clone)]
 pub struct RedisStore {
-    inner: Arc<Inner>,
+    inner: Arc<RedisInner>,
 }
 
-struct Inner {
+struct RedisInner {
     conn: Arc<Conn>,
     /// Coalescing (standalone and Sentinel; `None` on a Cluster or when turned off).
     batch: Option<Batcher>,
@@ -111,7 +111,12 @@ impl RedisStore {
 
     /// Runs the chain script for one chain (on a Cluster, one slot group); `checks` holds
     /// four numbers per check. Through the coalescing task when there is one.
-    async fn run(&self, keys: Vec<String>, mode: Mode, checks: Vec<u64>) -> batch::Answer {
+    async fn run(
+        &self,
+        keys: Vec<String>,
+        mode: ScriptMode,
+        checks: Vec<u64>,
+    ) -> batch::BatchAnswer {
         if let Some(batch) = &self.inner.batch {
             return batch.run(keys, mode, checks).await;
         }
@@ -172,7 +177,8 @@ impl RedisStore {
             let cluster = self.inner.conn.is_cluster();
             let joins = calls.last_mut().filter(|(keys, t, _)| {
                 *t == at
-                    && (!cluster || keys.first().map(|k| keys::slot(k)) == Some(keys::slot(&name)))
+                    && (!cluster
+                        || keys.first().map(|k| keys::hash_slot(k)) == Some(keys::hash_slot(&name)))
             });
             match joins {
                 Some((keys, _, args)) => {
@@ -190,7 +196,11 @@ impl RedisStore {
         for (keys, at, args) in &calls {
             if let Err(e) = self.try_refund(keys, *at, args).await {
                 // On a Cluster, the node that failed (not every node the chain touched).
-                let slot = self.inner.conn.is_cluster().then(|| keys::slot(&keys[0]));
+                let slot = self
+                    .inner
+                    .conn
+                    .is_cluster()
+                    .then(|| keys::hash_slot(&keys[0]));
                 first_error.get_or_insert(self.in_domain_of(e, slot));
             }
         }
@@ -211,14 +221,14 @@ impl RedisStore {
     /// `e`, marked with the failure domain of the node owning hash slot `slot` (on a
     /// Cluster; `None` or a standalone store: left as it is, the whole store's).
     fn in_domain_of(&self, e: StoreError, slot: Option<u16>) -> StoreError {
-        match slot.and_then(|s| self.slot_domains(std::iter::once(s)).iter().next()) {
+        match slot.and_then(|s| self.hash_slot_domains(std::iter::once(s)).iter().next()) {
             Some(d) if d != 0 => e.with_domain(d),
             _ => e,
         }
     }
 
     /// The failure domains of slots: on a Cluster, their owners; else the whole store.
-    fn slot_domains(&self, slots: impl Iterator<Item = u16>) -> Domains {
+    fn hash_slot_domains(&self, slots: impl Iterator<Item = u16>) -> Domains {
         #[cfg(feature = "cluster")]
         if let Some(c) = self.inner.conn.cluster() {
             return c.topology.domains(slots);
@@ -247,7 +257,7 @@ impl Store for RedisStore {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, check.key(), check.cost());
         let (_, mut ds, _) = self
-            .run(vec![self.key_name(check.key())], Mode::Overdraw, args)
+            .run(vec![self.key_name(check.key())], ScriptMode::Overdraw, args)
             .await?;
         mark_bans([check.key()], &mut ds);
         ds.pop().ok_or_else(bad_answer)
@@ -257,7 +267,7 @@ impl Store for RedisStore {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, key, 0);
         let (_, mut ds, _) = self
-            .run(vec![self.key_name(key)], Mode::InOrder, args)
+            .run(vec![self.key_name(key)], ScriptMode::InOrder, args)
             .await?;
         mark_bans([key], &mut ds);
         ds.pop().ok_or_else(bad_answer)
@@ -343,11 +353,11 @@ impl Store for RedisStore {
             return Domains::WHOLE;
         }
         self.refresh_topology(false);
-        self.slot_domains(
+        self.hash_slot_domains(
             chain
                 .checks()
                 .iter()
-                .map(|c| keys::principal_slot(c.key().principal().as_str())),
+                .map(|c| keys::principal_hash_slot(c.key().principal().as_str())),
         )
     }
 

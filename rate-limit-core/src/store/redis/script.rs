@@ -19,7 +19,7 @@ const COST_CAP: u64 = 1 << 52;
 
 /// `ARGV[1]` of the chain script: how a chain charges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
+pub(super) enum ScriptMode {
     /// In order, all or nothing: the first refusal decides, nothing is charged.
     InOrder = 0,
     /// Every limit is charged, refused or not.
@@ -30,7 +30,7 @@ pub(super) enum Mode {
     CountAttempts = 3,
 }
 
-impl Mode {
+impl ScriptMode {
     pub(super) fn arg(self) -> u64 {
         self as u64
     }
@@ -126,7 +126,7 @@ pub(super) fn head(slack_ms: u64, chains: usize) -> Vec<u64> {
 
 /// Appends one chain: its mode, its number of checks, then `checks` (four numbers each,
 /// from [`push_params`]).
-pub(super) fn push_chain(args: &mut Vec<u64>, mode: Mode, checks: &[u64]) {
+pub(super) fn push_chain(args: &mut Vec<u64>, mode: ScriptMode, checks: &[u64]) {
     args.extend([mode.arg(), (checks.len() / 4) as u64]);
     args.extend_from_slice(checks);
 }

@@ -128,13 +128,13 @@ fn hashed_domain(addr: &str) -> u32 {
 
 /// The domain numbers handed out: one per node address, kept.
 #[derive(Debug, Default)]
-struct Registry {
+struct NodeRegistry {
     by_addr: HashMap<Arc<str>, u32>,
     /// Bit `d` set: number `d` has been handed out at some time.
     used: u64,
 }
 
-impl Registry {
+impl NodeRegistry {
     /// The domain of `addr`, giving it one if it has none; `live`: the nodes of the map
     /// being installed, whose numbers must not be taken.
     fn assign(&mut self, addr: &Arc<str>, live: &[(Arc<str>, u32)]) -> u32 {
@@ -169,7 +169,7 @@ impl Registry {
 #[derive(Debug)]
 pub(super) struct Topology {
     map: RwLock<Option<Map>>,
-    registry: Mutex<Registry>,
+    registry: Mutex<NodeRegistry>,
     asked: AtomicU64,
     refreshing: AtomicBool,
     anchor: Instant,
@@ -179,7 +179,7 @@ impl Topology {
     pub(super) fn new() -> Self {
         Self {
             map: RwLock::new(None),
-            registry: Mutex::new(Registry::default()),
+            registry: Mutex::new(NodeRegistry::default()),
             asked: AtomicU64::new(0),
             refreshing: AtomicBool::new(false),
             anchor: Instant::now(),
