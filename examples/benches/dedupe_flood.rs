@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::body::Bytes;
-use rate_limit_core::{AnyStore, Dedupe, MemoryStore};
+use rate_limit_core::store::Dedupe;
+use rate_limit_core::{AnyStore, MemoryStore};
 use rate_limit_examples::StoreEnv;
 use rate_limit_examples::quiz_night::{QuizConfig, app_with_store, serve};
 

@@ -38,8 +38,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rate_limit_axum::PathParam;
+use rate_limit_core::store::Dedupe;
 use rate_limit_core::{
-    AnyStore, Chain, ConfigError, Dedupe, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
+    AnyStore, Chain, ConfigError, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
 use rate_limit_tower::extract::{Global, KeyExtractor, Rejection, key_fn};
 use rate_limit_tower::{RateLimitLayer, Rule};

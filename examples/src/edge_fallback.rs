@@ -21,10 +21,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use rate_limit_axum::client_ip;
+use rate_limit_core::store::{BoxStore, StoreErrorKind};
 use rate_limit_core::testing::{FaultyStore, Mode};
 use rate_limit_core::{
-    AnyStore, BoxStore, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, RedisStore,
-    StoreErrorKind,
+    AnyStore, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, RedisStore,
 };
 use rate_limit_tower::extract::Bearer;
 use rate_limit_tower::{RateLimitLayer, Rule};

@@ -22,9 +22,9 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rate_limit_axum::{HandlerLimiter, PathParam, RejectionResponse, client_ip};
+use rate_limit_core::pace::{Aimd, Pace, SharedPacer};
 use rate_limit_core::{
-    Aimd, AnyStore, Chain, ConfigError, Delay, FailurePolicy, Limit, Limiter, Pace, Principal,
-    PrincipalKind, SharedPacer,
+    AnyStore, Chain, ConfigError, Delay, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
 use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
 use rate_limit_tower::{RateLimitLayer, Rule};

@@ -119,7 +119,7 @@ impl StoreEnv {
                 )
             })?),
         };
-        let trusting = |b: rate_limit_core::store::redis::RedisStoreBuilder| match &ca {
+        let trusting = |b: rate_limit_core::store::RedisStoreBuilder| match &ca {
             Some(pem) => b.tls_root_certificate(pem.clone()),
             None => b,
         };

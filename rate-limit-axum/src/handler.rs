@@ -5,10 +5,8 @@ use std::convert::Infallible;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::request::Parts;
-use rate_limit_core::{
-    AnyStore, Chain, Check, Decision, FailurePolicy, FailureReason, Holding, Limiter, Reservation,
-    Slot, SlotAnswer, SlotKey,
-};
+use rate_limit_core::limiter::{FailureReason, Holding, Reservation, Slot, SlotAnswer, SlotKey};
+use rate_limit_core::{AnyStore, Chain, Check, Decision, FailurePolicy, Limiter};
 use rate_limit_tower::extract::Rejection;
 use rate_limit_tower::{Answering, RateLimitInfo, Verdict};
 
@@ -65,7 +63,7 @@ impl HandlerLimiter {
     }
 
     /// At most `n` requests held at once by this limiter and its clones (default
-    /// [`default_max_held`](rate_limit_core::default_max_held): a quarter of the process's
+    /// [`default_max_held`](rate_limit_core::limiter::default_max_held): a quarter of the process's
     /// open-file limit),
     /// for limits made with [`Limit::delayed`](rate_limit_core::Limit::delayed): the
     /// checks below wait out a request's delay, one at a time per principal, before they
@@ -126,7 +124,7 @@ impl HandlerLimiter {
     /// Checks `chain` and keeps what it charged as a reservation, for a handler that counts
     /// by outcome: [`Reserved::keep`] when the outcome counts (a wrong password),
     /// [`Reserved::give_back`] when it does not (the right one). See
-    /// [`Reservation`](rate_limit_core::Reservation) for the race-freedom this buys and its
+    /// [`Reservation`](rate_limit_core::limiter::Reservation) for the race-freedom this buys and its
     /// consequences. A [`Reserved`] dropped unsettled keeps its units counted.
     pub async fn reserve(
         &self,

@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use rate_limit_core::{Dedupe, MemoryStore};
+use rate_limit_core::MemoryStore;
+use rate_limit_core::store::Dedupe;
 
 fn rate(store: &MemoryStore, rt: &tokio::runtime::Runtime, from: u64, n: u64) -> f64 {
     let day = Duration::from_secs(86_400);

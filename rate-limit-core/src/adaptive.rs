@@ -8,7 +8,7 @@
 //! remote side's `Retry-After`. The caller gets a back-off signal ([`Pace::Wait`]), not an
 //! HTTP response. It lives in process memory and fails open: a poisoned lock lets calls
 //! through rather than stopping a harvester. Many workers calling one site share one rate
-//! with [`SharedPacer`](crate::SharedPacer) instead.
+//! with [`SharedPacer`](crate::pacer::SharedPacer) instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,7 +39,7 @@ struct Scope {
 /// Per-scope AIMD pacers. Cheap to clone; clones share the scopes.
 ///
 /// ```
-/// use rate_limit_core::{Adaptive, Aimd, Pace};
+/// use rate_limit_core::pace::{Adaptive, Aimd, Pace};
 /// use std::time::Duration;
 ///
 /// let pacer = Adaptive::new(Aimd { initial: 5.0, ..Aimd::default() })?;
@@ -69,7 +69,7 @@ impl Adaptive {
         Self::with_clock(config, SystemClock::new())
     }
 
-    /// Pacers on a given clock (tests use a [`FakeClock`](crate::FakeClock)).
+    /// Pacers on a given clock (tests use a [`FakeClock`](crate::clock::FakeClock)).
     pub fn with_clock(config: Aimd, clock: impl Clock) -> Result<Self, ConfigError> {
         let bad = |field, why: &str| Err(ConfigError::new(ConfigErrorKind::QuotaZero, field, why));
         let finite = |v: f64| v.is_finite() && v > 0.0;

@@ -38,7 +38,8 @@ impl Spender {
 /// A shared budget: a cap per user, a cap per job, one global ceiling.
 ///
 /// ```
-/// use rate_limit_core::{Budget, MemoryStore, Spender, Store};
+/// use rate_limit_core::{MemoryStore, Store};
+/// use rate_limit_core::budget::{Budget, Spender};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// // Model tokens per UTC day: 20k per user, 200k per job, 1M in all.

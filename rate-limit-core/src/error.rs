@@ -14,7 +14,7 @@ pub enum ConfigErrorKind {
     /// A rate the time unit (one microsecond) cannot express, or above 10⁹ per second.
     RateTooHigh,
     /// A value too large for the counters: a quota above `u32::MAX`, or a window
-    /// (or a bucket's whole refill time) longer than [`MAX_SPAN`](crate::MAX_SPAN).
+    /// (or a bucket's whole refill time) longer than [`MAX_SPAN`](crate::Limit::MAX_SPAN).
     Overflow,
     /// A limit name that is empty, too long, or holds characters other than
     /// `A-Z a-z 0-9 . _ -`.
@@ -45,15 +45,15 @@ pub enum ConfigErrorKind {
     /// A store that needs a Tokio runtime built outside one.
     NoRuntime,
     /// A lease that cannot work: a slice of zero or above the quota, a lifetime under
-    /// 1 ms or above [`MAX_LEASE_LIFETIME`](crate::MAX_LEASE_LIFETIME), or a sliding log
+    /// 1 ms or above [`MAX_LEASE_LIFETIME`](crate::Limit::MAX_LEASE_LIFETIME), or a sliding log
     /// (which cannot be leased).
     LeaseInvalid,
     /// A delay that cannot work: a zero first delay, a maximum under it or above
-    /// [`MAX_DELAY`](crate::MAX_DELAY), a threshold not under the quota, at most 0 or over
+    /// [`MAX_DELAY`](crate::limit::Delay::MAX), a threshold not under the quota, at most 0 or over
     /// 1 000 held, or a leased limit (a delay reads the exact count).
     DelayInvalid,
     /// An in-flight limit of 0 or over 1 000 000, or a slot TTL outside
-    /// [`MIN_SLOT_TTL`](crate::MIN_SLOT_TTL) to [`MAX_SLOT_TTL`](crate::MAX_SLOT_TTL).
+    /// [`MIN_SLOT_TTL`](crate::limit::InFlight::MIN_TTL) to [`MAX_SLOT_TTL`](crate::limit::InFlight::MAX_TTL).
     InFlightInvalid,
     /// An allow or deny list entry that is neither a CIDR nor an IP address.
     AccessEntryInvalid,

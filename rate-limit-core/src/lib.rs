@@ -29,9 +29,9 @@
 
 mod adaptive;
 mod algorithm;
-mod budget;
+pub mod budget;
 mod chain;
-mod clock;
+pub mod clock;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
@@ -48,31 +48,26 @@ pub mod store;
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod testing;
 
-pub use adaptive::{Adaptive, Pace};
-pub use budget::{Budget, Spender};
+/// Pacing calls to someone else's limits: a local AIMD pacer ([`Adaptive`](pace::Adaptive))
+/// and one shared by every worker through a store ([`SharedPacer`](pace::SharedPacer)).
+pub mod pace {
+    pub use crate::adaptive::{Adaptive, Pace};
+    pub use crate::limit::Aimd;
+    pub use crate::pacer::SharedPacer;
+}
+
+// What a first program uses; everything else lives in its module (`store`, `limiter`,
+// `pace`, `budget`, `clock`, `config`), each type at one path.
 pub use chain::{Chain, ChainMode, Check};
-pub use clock::{Clock, FakeClock, SystemClock, TokioClock};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use key::Key;
-pub use limit::{
-    Aimd, AlgorithmKind, Delay, Growth, InFlight, Limit, MAX_BAN_AFTER, MAX_DELAY,
-    MAX_LEASE_LIFETIME, MAX_SLIDING_PRODUCT, MAX_SLOT_TTL, MAX_SPAN, MIN_SLOT_TTL, MIN_WINDOW,
-    SlotKey,
-};
-pub use limiter::{
-    Answer, FailurePolicy, FailureReason, Holding, Limiter, LimiterBuilder, Slot, SlotAnswer,
-    default_max_held,
-};
-pub use name::{MAX_NAME_LEN, validate_name};
-pub use pacer::SharedPacer;
-pub use principal::{
-    HashKey, MAX_LITERAL_LEN, MAX_PRINCIPAL_LEN, MIN_HASH_KEY_LEN, Principal, PrincipalKind,
-};
-pub use protocol::{
-    Banned, ChainDecision, Decision, Dedupe, MIN_RETRY_AFTER, Outcome, Reservation, Slots, Store,
-    StoreError, StoreErrorKind, Taken,
-};
+pub use limit::{AlgorithmKind, Delay, Growth, InFlight, Limit};
+pub use limiter::handle::Limiter;
+pub use limiter::policy::{Answer, FailurePolicy};
+pub use principal::{HashKey, Principal, PrincipalKind};
+pub use protocol::{ChainDecision, Decision, Outcome, Store, StoreError};
+pub use store::any::AnyStore;
+pub use store::memory::MemoryStore;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use store::RedisStore;
-pub use store::{AnyStore, BoxStore, MemoryStore};
+pub use store::redis::RedisStore;

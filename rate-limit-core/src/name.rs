@@ -4,12 +4,12 @@
 use crate::error::{ConfigError, ConfigErrorKind};
 
 /// The longest limit name, in bytes.
-pub const MAX_NAME_LEN: usize = 64;
+pub(crate) const MAX_NAME_LEN: usize = 64;
 
 /// Checks a limit name: 1 to 64 bytes of `A-Z a-z 0-9 . _ -`.
 ///
 /// Such a name is safe inside a store key and as an IETF structured-field string.
-pub fn validate_name(name: &str) -> Result<(), ConfigError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), ConfigError> {
     if name.is_empty() || name.len() > MAX_NAME_LEN {
         return Err(ConfigError::new(
             ConfigErrorKind::NameInvalid,

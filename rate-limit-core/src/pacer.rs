@@ -68,7 +68,8 @@ struct Known {
 ///   and asks the store again after a second.
 ///
 /// ```
-/// use rate_limit_core::{Aimd, AnyStore, MemoryStore, Pace, SharedPacer};
+/// use rate_limit_core::{AnyStore, MemoryStore};
+/// use rate_limit_core::pace::{Aimd, Pace, SharedPacer};
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {

@@ -19,7 +19,7 @@
 //!   must use the same key, or their counters part.
 //! - Composite principals join encoded parts with `:`; parts never hold `:`, so
 //!   `("a:b", "c")` and `("a", "b:c")` differ.
-//! - A rendering longer than [`MAX_PRINCIPAL_LEN`] is hashed whole.
+//! - A rendering longer than [`Principal::MAX_LEN`] is hashed whole.
 //!
 //! SHA-256 is stable across processes and versions (every instance sharing a Redis derives
 //! the same key) and a client cannot craft a collision.
@@ -35,9 +35,9 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::name::is_name_byte;
 
 /// The longest literal value part, in bytes; longer parts are hashed.
-pub const MAX_LITERAL_LEN: usize = 64;
+pub(crate) const MAX_LITERAL_LEN: usize = 64;
 /// The longest rendering `kind:value`, in bytes; longer renderings are hashed whole.
-pub const MAX_PRINCIPAL_LEN: usize = 96;
+pub(crate) const MAX_PRINCIPAL_LEN: usize = 96;
 const MAX_CUSTOM_KIND_LEN: usize = 32;
 
 /// The kind of a principal.
@@ -203,7 +203,7 @@ fn hashed(domain: &[u8], bytes: &[u8]) -> String {
 }
 
 /// The shortest [`HashKey`], in bytes (128 bits).
-pub const MIN_HASH_KEY_LEN: usize = 16;
+pub(crate) const MIN_HASH_KEY_LEN: usize = 16;
 
 /// A secret key for [`Principal::keyed`]: HMAC-SHA-256, configured by the operator and the
 /// same on every instance that shares a store.
@@ -232,6 +232,9 @@ impl fmt::Debug for HashKey {
 }
 
 impl HashKey {
+    /// The shortest key, in bytes.
+    pub const MIN_LEN: usize = MIN_HASH_KEY_LEN;
+
     /// A key of at least 16 bytes; `principal.hash_key_invalid` for a shorter one.
     pub fn new(key: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
         let key = key.as_ref();
@@ -275,6 +278,11 @@ fn push_part(out: &mut String, bytes: &[u8], always_hash: bool) {
 }
 
 impl Principal {
+    /// The longest literal value a principal keeps as it is (longer ones are hashed).
+    pub const MAX_LITERAL_LEN: usize = MAX_LITERAL_LEN;
+    /// The longest rendering of a principal, in bytes.
+    pub const MAX_LEN: usize = MAX_PRINCIPAL_LEN;
+
     fn finish(kind: PrincipalKind, mut text: String) -> Self {
         if text.len() > MAX_PRINCIPAL_LEN {
             let mut short = String::with_capacity(48);
@@ -409,7 +417,7 @@ impl Principal {
         &self.kind
     }
 
-    /// The canonical rendering `kind:value`, at most [`MAX_PRINCIPAL_LEN`] bytes of
+    /// The canonical rendering `kind:value`, at most [`Principal::MAX_LEN`] bytes of
     /// `A-Z a-z 0-9 . _ - : ~ *`.
     pub fn as_str(&self) -> &str {
         self.text.as_str()

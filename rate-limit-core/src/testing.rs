@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use crate::{
-    Chain, ChainDecision, Check, Decision, Key, MemoryStore, Store, StoreError, StoreErrorKind,
-};
+use crate::store::StoreErrorKind;
+use crate::{Chain, ChainDecision, Check, Decision, Key, MemoryStore, Store, StoreError};
 
 /// How a [`FaultyStore`] behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

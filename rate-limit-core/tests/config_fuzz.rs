@@ -9,8 +9,9 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use rate_limit_core::FailurePolicy;
+use rate_limit_core::Limit;
 use rate_limit_core::config::{Config, StoreKind};
-use rate_limit_core::{FailurePolicy, MAX_SLIDING_PRODUCT, MAX_SPAN};
 
 #[derive(Debug, Clone)]
 enum Algo {
@@ -179,9 +180,9 @@ proptest! {
         // Outside the documented domain, refused with `limit.overflow` naming the limit: an
         // approximate sliding window whose quota × window (µs) passes 2⁵², and a bucket
         // that would take longer than MAX_SPAN to refill.
-        let max_span = u64::try_from(MAX_SPAN.as_micros()).unwrap();
+        let max_span = u64::try_from(Limit::MAX_SPAN.as_micros()).unwrap();
         let overflowing = m.limits.iter().any(|l| match l.algo {
-            Algo::Window("sliding_window", q, (n, u)) => q * n * unit_us(u) > MAX_SLIDING_PRODUCT,
+            Algo::Window("sliding_window", q, (n, u)) => q * n * unit_us(u) > Limit::MAX_SLIDING_PRODUCT,
             Algo::Bucket(c, r, (n, u)) => c * (n * unit_us(u)).div_ceil(r) > max_span,
             Algo::Window(..) => false,
         });

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
-use rate_limit_core::Slot;
+use rate_limit_core::limiter::Slot;
 
 pin_project! {
     /// The body of a [`RateLimit`](crate::RateLimit) response: the inner service's body,

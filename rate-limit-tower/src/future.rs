@@ -9,7 +9,8 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use rate_limit_core::{Answer, Chain, Reservation, Slot, SlotAnswer, SlotKey};
+use rate_limit_core::limiter::{Reservation, Slot, SlotAnswer, SlotKey};
+use rate_limit_core::{Answer, Chain};
 use tower_service::Service;
 
 use crate::body::ResponseBody;

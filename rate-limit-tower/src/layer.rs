@@ -3,7 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Holding, Limiter, MemoryStore};
+use rate_limit_core::limiter::Holding;
+use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Limiter, MemoryStore};
 use tower_layer::Layer;
 
 use crate::answer::Answering;
@@ -161,7 +162,7 @@ impl RateLimitLayer {
     }
 
     /// At most `n` requests held at once by this layer, all principals together (default
-    /// [`default_max_held`](rate_limit_core::default_max_held): a quarter of the process's
+    /// [`default_max_held`](rate_limit_core::limiter::default_max_held): a quarter of the process's
     /// open-file limit, 256 under the common 1 024): requests over a delayed limit's threshold
     /// ([`Limit::delayed`](rate_limit_core::Limit::delayed)) wait for their delay, one at a
     /// time per principal, with a `Server-Timing: rate-limit-hold;dur=<ms>` header; over

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::ACCESS_CONTROL_REQUEST_METHOD;
 use http::{HeaderMap, Method, Response};
-use rate_limit_core::{
-    Answer, AnyStore, Chain, ChainMode, FailurePolicy, Holding, Limiter, Reservation,
-};
+use rate_limit_core::limiter::{Holding, Reservation};
+use rate_limit_core::{Answer, AnyStore, Chain, ChainMode, FailurePolicy, Limiter};
 
 use crate::answer::{Answering, Verdict};
 use crate::headers::{self, RateLimitInfo};
@@ -107,7 +106,7 @@ impl Shared {
     pub(crate) fn with_slots(
         &self,
         info: Option<RateLimitInfo>,
-        slots: &[rate_limit_core::Slot],
+        slots: &[rate_limit_core::limiter::Slot],
     ) -> Option<RateLimitInfo> {
         let mut info = info;
         for slot in slots {

@@ -19,9 +19,7 @@ use std::time::Duration;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName};
 use proptest::prelude::*;
-use rate_limit_core::{
-    Answer, Chain, ChainDecision, Decision, Limit, MIN_RETRY_AFTER, Outcome, Principal,
-};
+use rate_limit_core::{Answer, Chain, ChainDecision, Decision, Limit, Outcome, Principal};
 use rate_limit_tower::extract::{ClientIp, ForwardedSource, KeyExtractor};
 use rate_limit_tower::{Answering, HeaderStyle, Verdict};
 
@@ -306,7 +304,7 @@ const SF_MAX: u64 = 999_999_999_999_999;
 /// What the headers must say about one limit: (q, w, r, t, retry-after).
 fn expected(g: &Gen) -> (u64, u64, u64, u64, Option<u64>) {
     let secs = |us: u64| us.div_ceil(1_000_000);
-    let min_retry = u64::try_from(MIN_RETRY_AFTER.as_micros()).unwrap();
+    let min_retry = u64::try_from(Decision::MIN_RETRY_AFTER.as_micros()).unwrap();
     // A denial's retry-after is at least the minimum, and its reset at least that.
     let (retry_us, reset_us) = match g.outcome {
         Outcome::Denied => {
@@ -467,7 +465,7 @@ proptest! {
 fn expected_reset_us(g: &Gen) -> u64 {
     match g.outcome {
         Outcome::Denied => {
-            let min_retry = u64::try_from(MIN_RETRY_AFTER.as_micros()).unwrap();
+            let min_retry = u64::try_from(Decision::MIN_RETRY_AFTER.as_micros()).unwrap();
             g.reset_us.max(g.retry_us.max(min_retry))
         }
         _ => g.reset_us,

@@ -182,7 +182,7 @@ async fn the_in_handler_limiter_checks_a_chain_from_the_body_and_charges_after_t
 #[derive(Clone)]
 struct BudgetApp {
     limiter: HandlerLimiter,
-    budget: rate_limit_core::Budget,
+    budget: rate_limit_core::budget::Budget,
 }
 
 impl axum::extract::FromRef<BudgetApp> for HandlerLimiter {
@@ -197,13 +197,16 @@ async fn spend(
     headers: axum::http::HeaderMap,
 ) -> Result<(Admitted, &'static str), Refused> {
     let user = headers["x-user"].to_str().unwrap_or("anon").to_owned();
-    let chain = app.budget.chain(&rate_limit_core::Spender::user(user), 100);
+    let chain = app
+        .budget
+        .chain(&rate_limit_core::budget::Spender::user(user), 100);
     Ok((limiter.check(&chain, FailurePolicy::Closed).await?, "spent"))
 }
 
 #[tokio::test]
 async fn two_routes_and_a_job_share_one_budget() {
-    use rate_limit_core::{Budget, Spender, Store};
+    use rate_limit_core::Store;
+    use rate_limit_core::budget::{Budget, Spender};
     // Per user 300, per job 600, in all 1 000 model tokens a day; each call costs 100.
     let budget = Budget::daily("model", 300, 600, 1_000).unwrap();
     let store = AnyStore::Memory(MemoryStore::new());

@@ -138,7 +138,7 @@ async fn held_requests_wait_one_at_a_time_on_a_cluster() {
 /// A limiter over a memory store that follows Tokio's (paused) time.
 fn paused_limiter() -> rate_limit_core::Limiter {
     let store = MemoryStore::builder()
-        .clock(rate_limit_core::TokioClock::new())
+        .clock(rate_limit_core::clock::TokioClock::new())
         .build()
         .unwrap();
     rate_limit_core::Limiter::new(AnyStore::Memory(store))
@@ -147,7 +147,8 @@ fn paused_limiter() -> rate_limit_core::Limiter {
 /// Virtual time: exact release times, the caps, and a held request that goes away.
 #[tokio::test(start_paused = true)]
 async fn holding_spaces_releases_caps_queues_and_frees_a_place_when_dropped() {
-    use rate_limit_core::{Chain, FailurePolicy, Holding};
+    use rate_limit_core::limiter::Holding;
+    use rate_limit_core::{Chain, FailurePolicy};
 
     let s = Duration::from_secs;
     let limit = Limit::sliding_log("sign-in-account", 1_000, s(900))

@@ -12,9 +12,9 @@ use axum::Router;
 use axum::routing::get;
 use bytes::Bytes;
 use http_body::Frame;
+use rate_limit_core::limiter::SlotAnswer;
 use rate_limit_core::{
     AnyStore, FailurePolicy, InFlight, Limiter, MemoryStore, Principal, PrincipalKind, RedisStore,
-    SlotAnswer,
 };
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
 use rate_limit_tests::{Server, client, retry_after};

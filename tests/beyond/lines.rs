@@ -4,15 +4,16 @@
 
 use std::time::Duration;
 
+use rate_limit_core::limiter::Holding;
 use rate_limit_core::{
-    AnyStore, Chain, Delay, FailurePolicy, Holding, Limit, Limiter, MemoryStore, Principal,
-    PrincipalKind, Store,
+    AnyStore, Chain, Delay, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind,
+    Store,
 };
 use tokio::time::Instant;
 
 fn limiter() -> Limiter {
     let store = MemoryStore::builder()
-        .clock(rate_limit_core::TokioClock::new())
+        .clock(rate_limit_core::clock::TokioClock::new())
         .build()
         .unwrap();
     Limiter::new(AnyStore::Memory(store))

@@ -148,7 +148,7 @@ async fn an_account_gets_at_most_119_guesses_in_15_minutes() {
     use tower::ServiceExt;
 
     let store = MemoryStore::builder()
-        .clock(rate_limit_core::TokioClock::new())
+        .clock(rate_limit_core::clock::TokioClock::new())
         .build()
         .unwrap();
     let cfg = QuizConfig {

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, Chain, Clock, FakeClock, Limit, MemoryStore, Principal};
+use rate_limit_core::clock::{Clock, FakeClock};
+use rate_limit_core::{AnyStore, Chain, Limit, MemoryStore, Principal};
 use rate_limit_examples::platform::{
     Remote, app_with_login_delay, app_with_store, harvest, harvester,
 };

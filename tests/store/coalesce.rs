@@ -132,7 +132,8 @@ fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
 /// policies then apply), never panics or hangs.
 #[test]
 fn a_store_whose_runtime_has_shut_down_fails_as_not_sent() {
-    use rate_limit_core::{RedisStore, StoreErrorKind};
+    use rate_limit_core::RedisStore;
+    use rate_limit_core::store::StoreErrorKind;
 
     let server = RedisServer::start();
     let short = tokio::runtime::Runtime::new().unwrap();

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{
-    Aimd, AnyStore, Chain, Dedupe, FailurePolicy, InFlight, Limit, Limiter, Pace, Principal,
-    SharedPacer, SlotAnswer, Store, StoreErrorKind,
-};
+use rate_limit_core::limiter::SlotAnswer;
+use rate_limit_core::pace::{Aimd, Pace, SharedPacer};
+use rate_limit_core::store::{Dedupe, StoreErrorKind};
+use rate_limit_core::{AnyStore, Chain, FailurePolicy, InFlight, Limit, Limiter, Principal, Store};
 use rate_limit_tests::redis::RedisServer;
 use rate_limit_tests::redis::versions::redis_6_2_or_skip;
 

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use rate_limit_core::limiter::FailureReason;
+use rate_limit_core::store::StoreErrorKind;
 use rate_limit_core::{
-    Answer, AnyStore, Chain, FailurePolicy, FailureReason, Limit, Limiter, Principal, RedisStore,
-    Store, StoreErrorKind,
+    Answer, AnyStore, Chain, FailurePolicy, Limit, Limiter, Principal, RedisStore, Store,
 };
 use rate_limit_tests::redis::{RedisServer, free_port};
 use tokio::time::Instant;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use rate_limit_core::store::Dedupe;
 use rate_limit_core::{
-    AnyStore, Chain, Dedupe, Limit, MemoryStore, Outcome, Principal, PrincipalKind, RedisStore,
-    Store,
+    AnyStore, Chain, Limit, MemoryStore, Outcome, Principal, PrincipalKind, RedisStore, Store,
 };
 use rate_limit_tests::redis::RedisServer;
 
@@ -141,9 +141,9 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
     }
     // A shared pacer's state, corrupt or from the future: paced, never stalled past the
     // longest pause (an hour).
-    let aimd = rate_limit_core::Aimd {
+    let aimd = rate_limit_core::pace::Aimd {
         initial: 10.0,
-        ..rate_limit_core::Aimd::default()
+        ..rate_limit_core::pace::Aimd::default()
     };
     let store = rate_limit_core::AnyStore::Redis(redis.clone());
     for (i, seed) in ["abc", "1 2 x 4", "1e300 9e15 9e15 0", "0 0 0 0"]
@@ -153,11 +153,12 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
         let scope = format!("site{i}");
         let name = format!("rl:v2:{{x.pacer:{scope}}}:pacer:harvest");
         server.cli(&["SET", &name, seed]);
-        let pacer = rate_limit_core::SharedPacer::new(store.clone(), "harvest", aimd).unwrap();
+        let pacer =
+            rate_limit_core::pace::SharedPacer::new(store.clone(), "harvest", aimd).unwrap();
         let pace = pacer.acquire(&scope).await;
         assert!(
-            pace == rate_limit_core::Pace::Go
-                || matches!(pace, rate_limit_core::Pace::Wait(d) if d <= Duration::from_secs(3_600)),
+            pace == rate_limit_core::pace::Pace::Go
+                || matches!(pace, rate_limit_core::pace::Pace::Wait(d) if d <= Duration::from_secs(3_600)),
             "{seed}: {pace:?}"
         );
         assert!(!pacer.is_local(&scope), "{seed}: the store answered");

@@ -9,7 +9,8 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{Html, IntoResponse, Response};
 use rate_limit_axum::RejectionResponse;
-use rate_limit_core::{Chain, Dedupe, FailurePolicy, Principal, PrincipalKind};
+use rate_limit_core::store::Dedupe;
+use rate_limit_core::{Chain, FailurePolicy, Principal, PrincipalKind};
 use serde::Deserialize;
 use serde_json::json;
 

@@ -6,7 +6,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 
 /// The longest a request may be held for a [`Delay`]: one minute. A hold is a timer and an
 /// open connection; longer waits belong in a `Retry-After`.
-pub const MAX_DELAY: Duration = Duration::from_secs(60);
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(60);
 
 /// How a delay grows with how far over its threshold a request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub enum Growth {
 /// Held requests of one principal wait in one line and are released one at a time, each at
 /// least its delay after the previous one: parallel attempts do not multiply the rate. A
 /// line holding [`max_held`](Self::max_held) turns away (429 at once) a request from a
-/// source already in it, never a newcomer. See [`Holding`](crate::Holding).
+/// source already in it, never a newcomer. See [`Holding`](crate::limiter::Holding).
 ///
 /// ```
 /// use rate_limit_core::Delay;
@@ -51,11 +51,14 @@ pub struct Delay {
 }
 
 impl Delay {
+    /// The longest delay a request is held for: a minute.
+    pub const MAX: Duration = MAX_DELAY;
+
     /// Doubling delays: `first` for the first request over `after`, twice that for the
     /// next, and so on, up to `max`. At most 5 held at once per principal by default.
     ///
     /// `limit.delay_invalid` for a zero `first`, a `max` under `first` or above
-    /// [`MAX_DELAY`].
+    /// [`Delay::MAX`].
     pub fn doubling(after: u64, first: Duration, max: Duration) -> Result<Self, ConfigError> {
         Self::new(after, first, max, Growth::Doubling)
     }
@@ -92,7 +95,7 @@ impl Delay {
 
     /// A line of `n` held requests of one principal (1 to 1 000) is full: past it, a request
     /// from a source already in the line is refused at once with 429; one from any other
-    /// source still joins (see [`Holding`](crate::Holding)).
+    /// source still joins (see [`Holding`](crate::limiter::Holding)).
     pub fn max_held(mut self, n: u32) -> Result<Self, ConfigError> {
         if n == 0 || n > 1_000 {
             return Err(ConfigError::new(

@@ -16,9 +16,9 @@ use crate::name::validate_name;
 use crate::principal::Principal;
 
 /// The shortest slot TTL: 100 ms (renewed every third of it).
-pub const MIN_SLOT_TTL: Duration = Duration::from_millis(100);
+pub(crate) const MIN_SLOT_TTL: Duration = Duration::from_millis(100);
 /// The longest slot TTL: ten minutes (how long a dead process's slots can stay taken).
-pub const MAX_SLOT_TTL: Duration = Duration::from_secs(600);
+pub(crate) const MAX_SLOT_TTL: Duration = Duration::from_secs(600);
 
 /// An in-flight limit: at most `max` requests of one principal at once.
 ///
@@ -54,8 +54,13 @@ impl fmt::Debug for InFlight {
 }
 
 impl InFlight {
+    /// The shortest slot TTL: 100 ms (renewed every third of it).
+    pub const MIN_TTL: Duration = MIN_SLOT_TTL;
+    /// The longest slot TTL: ten minutes (how long a dead process's slots can stay taken).
+    pub const MAX_TTL: Duration = MAX_SLOT_TTL;
+
     /// At most `max` (1 to 1 000 000) in flight per principal; slots leased for `ttl`
-    /// ([`MIN_SLOT_TTL`] to [`MAX_SLOT_TTL`]) and renewed while held.
+    /// ([`InFlight::MIN_TTL`] to [`InFlight::MAX_TTL`]) and renewed while held.
     ///
     /// `limit.name_invalid` for a bad name; `limit.in_flight_invalid` otherwise.
     pub fn new(name: &str, max: u32, ttl: Duration) -> Result<Self, ConfigError> {

@@ -15,8 +15,8 @@ mod live;
 mod params;
 
 pub use aimd::Aimd;
-pub use delay::{Delay, Growth, MAX_DELAY};
-pub use in_flight::{InFlight, MAX_SLOT_TTL, MIN_SLOT_TTL, SlotKey};
+pub use delay::{Delay, Growth};
+pub use in_flight::{InFlight, SlotKey};
 
 use live::LimitInner;
 pub use params::AlgorithmKind;
@@ -26,22 +26,23 @@ pub(crate) use params::Params;
 ///
 /// It keeps every timestamp the algorithms compute below 2⁶⁰ µs, and far below 2⁵³ for
 /// the next decades, so Lua's doubles stay exact.
-pub const MAX_SPAN: Duration = Duration::from_secs(10 * 366 * 86_400);
+pub(crate) const MAX_SPAN: Duration = Duration::from_secs(10 * 366 * 86_400);
 pub(crate) const MAX_SPAN_US: u64 = 10 * 366 * 86_400 * 1_000_000;
 /// The largest `quota × window (µs)` of an approximate sliding window: its weighted sums
 /// stay exact in every store, Lua's doubles included (2⁵²).
-pub const MAX_SLIDING_PRODUCT: u64 = 1 << 52;
+pub(crate) const MAX_SLIDING_PRODUCT: u64 = 1 << 52;
 /// The shortest window or refill period: one millisecond.
-pub const MIN_WINDOW: Duration = Duration::from_millis(1);
+pub(crate) const MIN_WINDOW: Duration = Duration::from_millis(1);
 /// The longest a leased slice of a limit's quota lives (see [`Limit::leased`]): it bounds
 /// how far a token bucket's or sliding window's units can move in time.
-pub const MAX_LEASE_LIFETIME: Duration = Duration::from_millis(100);
+pub(crate) const MAX_LEASE_LIFETIME: Duration = Duration::from_millis(100);
 /// Window limits admit at most this many units per microsecond (10⁹ per second).
 const MAX_UNITS_PER_US: u64 = 1_000;
 
 /// The most refusals a ban may wait for ([`Limit::ban`]): its state keeps one timestamp
 /// per refusal counted.
-pub const MAX_BAN_AFTER: u64 = 1_000;
+pub(crate) const MAX_BAN_AFTER: u64 = 1_000;
+
 /// A named limit: an algorithm with its quota and window. Cheap to clone.
 ///
 /// Build one with [`fixed_window`](Limit::fixed_window), [`sliding_window`](Limit::sliding_window),
@@ -132,6 +133,20 @@ fn window_params(name: &str, q: u64, window: Duration) -> Result<(u64, u64), Con
 }
 
 impl Limit {
+    /// The longest window, interval or ban: ten years (366-day years).
+    pub const MAX_SPAN: Duration = MAX_SPAN;
+    /// The largest quota × window (µs) of a sliding window: its weighted count stays exact
+    /// in a double.
+    pub const MAX_SLIDING_PRODUCT: u64 = MAX_SLIDING_PRODUCT;
+    /// The shortest window: one millisecond.
+    pub const MIN_WINDOW: Duration = MIN_WINDOW;
+    /// The longest lifetime of a leased slice ([`Limit::leased`]).
+    pub const MAX_LEASE_LIFETIME: Duration = MAX_LEASE_LIFETIME;
+    /// The most refusals a ban may wait for ([`Limit::ban`]).
+    pub const MAX_BAN_AFTER: u64 = MAX_BAN_AFTER;
+    /// The longest name of a limit, in bytes (letters, digits, `-`, `_`, `.`).
+    pub const MAX_NAME_LEN: usize = crate::name::MAX_NAME_LEN;
+
     fn build(name: &str, params: Params) -> Self {
         Self {
             inner: Arc::new(LimitInner::new(name, params)),
@@ -151,7 +166,7 @@ impl Limit {
     /// `window`. Never more than `quota` per aligned window; see the crate docs for the bound
     /// over a rolling interval.
     ///
-    /// `quota × window` in microseconds must not exceed [`MAX_SLIDING_PRODUCT`] (2⁵²):
+    /// `quota × window` in microseconds must not exceed [`Limit::MAX_SLIDING_PRODUCT`] (2⁵²):
     /// about 75 million per minute, 1.25 million per hour, 52 thousand per day. Larger
     /// quotas fit a fixed window or a token bucket (`limit.overflow` otherwise).
     pub fn sliding_window(name: &str, quota: u64, window: Duration) -> Result<Self, ConfigError> {
@@ -227,13 +242,13 @@ impl Limit {
     ///   events directly.
     /// - **Exact**: the last `after` refusals are kept with their times, so any `within`
     ///   holding `after` refusals bans; the state is a timestamp per refusal counted (at
-    ///   most [`MAX_BAN_AFTER`]), and expires with the ban or the window.
+    ///   most [`Limit::MAX_BAN_AFTER`]), and expires with the ban or the window.
     /// - **Only principals the requester controls**: a client IP or an API key. A ban of
     ///   an account anyone can name (a user name on a sign-in form) would let anyone lock
     ///   its owner out; the Tower layer and the axum crate's in-handler limiter refuse to
     ///   ban other kinds (`rate_limit_tower::check_bans`).
     ///
-    /// `limit.quota_zero` for `after` of 0, `limit.overflow` above [`MAX_BAN_AFTER`];
+    /// `limit.quota_zero` for `after` of 0, `limit.overflow` above [`Limit::MAX_BAN_AFTER`];
     /// `within` and `duration` are windows (`limit.window_invalid`, `limit.overflow`).
     ///
     /// ```
@@ -339,7 +354,7 @@ impl Limit {
     /// Lets a store that shares this limit among processes (the Redis store) hand out
     /// **leases**: a process takes a slice of up to `max_slice` units of a key's quota in
     /// one atomic call and spends it locally, without a round trip, for at most `lifetime`
-    /// (1 ms to [`MAX_LEASE_LIFETIME`], 100 ms). Meant for hot keys — a global budget, a big
+    /// (1 ms to [`Limit::MAX_LEASE_LIFETIME`], 100 ms). Meant for hot keys — a global budget, a big
     /// tenant, a shared IP — that every request touches. The in-memory store is local
     /// already and ignores it.
     ///
@@ -426,7 +441,7 @@ impl Limit {
     /// The decisions of this limit then carry [`Decision::delay`](crate::Decision::delay),
     /// set by the [`Limiter`](crate::Limiter) from the store's one answer (no extra call),
     /// and the layer and the in-handler limiter hold the request for it
-    /// ([`Holding`](crate::Holding)).
+    /// ([`Holding`](crate::limiter::Holding)).
     ///
     /// `limit.delay_invalid` when `after` is not under the quota, or the limit is leased (a
     /// delay reads the exact count; a slice's is approximate).

@@ -6,13 +6,13 @@
 //! - **Timeout** (default 500 ms): a store call not answered in time is a failure and is
 //!   not waited for.
 //! - **Retries**: at most 2, 100 ms apart, inside the time budget, and only when the
-//!   command surely did not run ([`StoreErrorKind::is_retryable`](crate::StoreErrorKind::is_retryable)). A timeout or a broken
+//!   command surely did not run ([`StoreErrorKind::is_retryable`](crate::protocol::StoreErrorKind::is_retryable)). A timeout or a broken
 //!   connection after the command was sent may have counted the request already; it goes
 //!   to the failure policy instead of being replayed.
 //! - **Cool-down** (default 1 s): after a failure the store is skipped and the policy
 //!   applies at once, so an outage does not cost every request the whole timeout.
 //! - **Failure domains**: health, cool-down, fallback and logs are kept per failure domain
-//!   ([`Store::failure_domains`]): the Redis Cluster node that owns a chain's keys. When one
+//!   ([`Store::failure_domains`](crate::Store::failure_domains)): the Redis Cluster node that owns a chain's keys. When one
 //!   node dies, only the requests whose chain touches its slots follow their rules'
 //!   policies; every other request is answered by Redis as usual (measured: 0.00% of the
 //!   live nodes' requests failed, against 100% with one health record for the store).
@@ -47,31 +47,27 @@
 //! # }).unwrap();
 //! ```
 
-use std::borrow::Cow;
-use std::fmt;
-use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use crate::chain::{Chain, Check};
-use crate::protocol::{Decision, Domains, Reservation, Store, StoreError};
-use crate::store::{AnyStore, MemoryStore};
-
 mod builder;
+pub(crate) mod handle;
 mod health;
 mod hold;
 mod line;
-mod policy;
+pub(crate) mod policy;
 mod slot;
 
+pub use crate::limit::SlotKey;
+pub use crate::protocol::Reservation;
 pub use builder::LimiterBuilder;
-use health::Health;
-
 pub use hold::{Holding, default_max_held};
-pub use policy::{Answer, FailurePolicy, FailureReason};
+pub use policy::FailureReason;
 pub use slot::{Slot, SlotAnswer};
+
+// Inside the crate: the limiter and its answers by this module (their public path is the
+// crate root).
+pub(crate) use handle::{Limiter, LimiterInner};
+pub(crate) use policy::{Answer, FailurePolicy};
 
 /// The default time budget of one store call, retries included.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -83,331 +79,7 @@ pub const DEFAULT_RETRIES: u32 = 2;
 pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(1);
 /// How long a store must answer without failing before an episode of trouble ends.
 pub const DEFAULT_QUIET_PERIOD: Duration = Duration::from_secs(5);
-const FALLBACK_KEYS: usize = 100_000;
-
-/// A store with a time budget, retries, a cool-down and a fallback. Cheap to clone;
-/// clones share everything. See the [module docs](self).
-pub struct Limiter<S = AnyStore> {
-    inner: Arc<LimiterInner<S>>,
-}
-
-impl<S> Clone for Limiter<S> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-struct LimiterInner<S> {
-    store: S,
-    name: Cow<'static, str>,
-    timeout: Duration,
-    retries: u32,
-    retry_delay: Duration,
-    cooldown: Duration,
-    quiet: Duration,
-    fallback: MemoryStore,
-    anchor: Instant,
-    /// One health record per failure domain ([`Domains`]): a Redis Cluster node's failure
-    /// cools down, falls back and logs for the keys it owns, not for every key.
-    health: Box<[Health]>,
-}
-
-impl<S> fmt::Debug for Limiter<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Limiter")
-            .field("store", &self.inner.name)
-            .field("timeout", &self.inner.timeout)
-            .field("retries", &self.inner.retries)
-            .field("cooldown", &self.inner.cooldown)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Limiter<AnyStore> {
-    /// A limiter of its own over `store`, with the default settings: a [`MemoryStore`],
-    /// a Redis store, an [`AnyStore`], or a store of your own in a `BoxStore`. Clones of
-    /// the limiter share it (see the [module docs](self)). Its logs name the store
-    /// ([`AnyStore::describe`]: `memory`, `redis host:port`, …).
-    pub fn new(store: impl Into<AnyStore>) -> Self {
-        Self::builder(store)
-            .build()
-            .unwrap_or_else(|_| unreachable!("the default settings are valid"))
-    }
-
-    /// A builder of a limiter over `store`, for other settings; named after the store.
-    pub fn builder(store: impl Into<AnyStore>) -> LimiterBuilder<AnyStore> {
-        let store = store.into();
-        let name = store.describe();
-        Self::builder_with_store(store).name(name)
-    }
-
-    /// The limiter of this store with the default settings, named after the store
-    /// ([`AnyStore::describe`]: `memory`, `redis host:port`, …): the same one for every clone of the store, for as
-    /// long as one is alive. See the [module docs](self).
-    pub fn shared(store: impl Into<AnyStore>) -> Self {
-        type SharedLimiters = Vec<(usize, Weak<LimiterInner<AnyStore>>)>;
-        static REGISTRY: Mutex<SharedLimiters> = Mutex::new(Vec::new());
-        let store = store.into();
-        let (id, name) = store.identity();
-        let mut reg = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
-        // A live entry holds the store, so its address cannot have been reused.
-        if let Some(inner) = reg
-            .iter()
-            .find(|(i, _)| *i == id)
-            .and_then(|(_, w)| w.upgrade())
-        {
-            return Self { inner };
-        }
-        reg.retain(|(_, w)| w.strong_count() > 0);
-        let limiter = Self::builder_with_store(store)
-            .name(name)
-            .build()
-            .unwrap_or_else(|_| unreachable!("the default settings are valid"));
-        reg.push((id, Arc::downgrade(&limiter.inner)));
-        limiter
-    }
-}
-
-impl<S: Store> Limiter<S> {
-    /// A limiter with the default settings over a store of a static type (a store of
-    /// your own, unboxed). [`Limiter::new`] takes any store as an [`AnyStore`].
-    pub fn with_store(store: S) -> Self {
-        Self::builder_with_store(store)
-            .build()
-            .unwrap_or_else(|_| unreachable!("the default settings are valid"))
-    }
-
-    /// A builder over a store of a static type. [`Limiter::builder`] takes any store as an
-    /// [`AnyStore`].
-    pub fn builder_with_store(store: S) -> LimiterBuilder<S> {
-        LimiterBuilder {
-            store,
-            name: Cow::Borrowed("store"),
-            timeout: DEFAULT_TIMEOUT,
-            retries: DEFAULT_RETRIES,
-            retry_delay: DEFAULT_RETRY_DELAY,
-            cooldown: DEFAULT_COOLDOWN,
-            quiet: DEFAULT_QUIET_PERIOD,
-            fallback: None,
-        }
-    }
-
-    /// The store.
-    pub fn store(&self) -> &S {
-        &self.inner.store
-    }
-
-    /// The in-process fallback store.
-    pub fn fallback(&self) -> &MemoryStore {
-        &self.inner.fallback
-    }
-
-    /// The store's name in logs.
-    pub fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// The time budget of one call.
-    pub fn timeout(&self) -> Duration {
-        self.inner.timeout
-    }
-
-    /// Checks a chain; when the store cannot answer, `policy` decides.
-    ///
-    /// What the store answers from memory comes first ([`Store::try_check`]): a key the
-    /// Redis store's deny cache holds stays refused while Redis is down or cooling down,
-    /// whatever `policy` says — that refusal is still the true answer.
-    pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Answer {
-        // The chain's failure domains are computed once (on a Cluster: a slot per key).
-        let domains = match self.answer_from_memory(chain, policy) {
-            Ok(answer) => return answer,
-            Err(domains) => domains,
-        };
-        let answer = match self.call(domains, || self.inner.store.check(chain)).await {
-            Ok(decision) => Answer::Store(decision),
-            Err(reason) => self.failed_answer(chain, policy, reason),
-        };
-        with_delays(answer, chain)
-    }
-
-    /// Checks a chain without waiting, when that needs no I/O: the store answers from
-    /// memory ([`Store::try_check`]: the memory store always; the Redis store's deny cache),
-    /// or the store is cooling down after a failure and `policy` answers. `None`: nothing
-    /// was charged; call [`check`](Self::check).
-    ///
-    /// The same answer `check` would give, without a future: the layer's fast path.
-    pub fn try_check(&self, chain: &Chain, policy: FailurePolicy) -> Option<Answer> {
-        self.answer_from_memory(chain, policy).ok()
-    }
-
-    /// [`try_check`](Self::try_check), or the chain's failure domains when the store must
-    /// be asked.
-    fn answer_from_memory(&self, chain: &Chain, policy: FailurePolicy) -> Result<Answer, Domains> {
-        // An answer from memory says nothing of the store's health: no recovery is noted.
-        if let Some(decision) = self.inner.store.try_check(chain) {
-            return Ok(with_delays(Answer::Store(decision), chain));
-        }
-        let domains = self.inner.store.failure_domains(chain);
-        match self.cooling_down(domains) {
-            Some(reason) => Ok(with_delays(
-                self.failed_answer(chain, policy, reason),
-                chain,
-            )),
-            None => Err(domains),
-        }
-    }
-
-    fn failed_answer(
-        &self,
-        chain: &Chain,
-        policy: FailurePolicy,
-        failure: FailureReason,
-    ) -> Answer {
-        match policy {
-            FailurePolicy::Closed => Answer::Closed {
-                reason: failure,
-                retry_after: self.closed_retry_after(),
-            },
-            FailurePolicy::Open => Answer::Open(failure),
-            FailurePolicy::Memory => Answer::Memory {
-                decision: self.inner.fallback.check_now(chain),
-                reason: failure,
-            },
-        }
-    }
-
-    /// Charges a cost known only after the work (see [`Store::charge`]). With
-    /// [`FailurePolicy::Memory`] a failed store's charge goes to the fallback; otherwise
-    /// the failure is returned (an open policy may ignore it).
-    pub async fn charge(
-        &self,
-        check: &Check,
-        policy: FailurePolicy,
-    ) -> Result<Decision, FailureReason> {
-        let mut one = Chain::new();
-        one.push(check.clone());
-        let domains = self.inner.store.failure_domains(&one);
-        let failure = match self.cooling_down(domains) {
-            Some(reason) => reason,
-            None => match self.call(domains, || self.inner.store.charge(check)).await {
-                Ok(d) => return Ok(d),
-                Err(reason) => reason,
-            },
-        };
-        match policy {
-            FailurePolicy::Memory => Ok(self.inner.fallback.charge_now(check)),
-            _ => Err(failure),
-        }
-    }
-
-    /// Gives back what an admitted chain reserved (see [`Answer::reservation`]): the
-    /// request's outcome does not count. One more store call (the Redis store: one
-    /// command per slot group; the memory store: none). Units charged in the fallback
-    /// store go back there.
-    ///
-    /// A store that cannot be reached keeps the units counted until their window ends
-    /// (the error says why): never more than was reserved, so a limit counting failures
-    /// errs towards refusing, never towards letting guesses through.
-    pub async fn give_back(&self, reservation: Reservation) -> Result<(), FailureReason> {
-        if reservation.is_empty() {
-            return Ok(());
-        }
-        if reservation.in_fallback() {
-            self.inner.fallback.give_back_now(&reservation);
-            return Ok(());
-        }
-        let domains = self.inner.store.failure_domains(&reservation.chain());
-        if let Some(reason) = self.cooling_down(domains) {
-            return Err(reason);
-        }
-        let r = &reservation;
-        self.call(domains, || self.inner.store.give_back(r)).await
-    }
-
-    fn closed_retry_after(&self) -> Duration {
-        let secs =
-            self.inner.cooldown.as_secs() + u64::from(self.inner.cooldown.subsec_nanos() > 0);
-        Duration::from_secs(secs.max(1))
-    }
-
-    /// One store call inside the time budget, with the retries the module docs allow.
-    async fn call<T, F, Fut>(&self, domains: Domains, mut attempt: F) -> Result<T, FailureReason>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, StoreError>>,
-    {
-        let inner = &self.inner;
-        // Read the clock only when a call has to wait (never, on the memory store).
-        let mut deadline = None;
-        let mut deadline = || *deadline.get_or_insert_with(|| Instant::now() + inner.timeout);
-        let mut retries = 0;
-        loop {
-            // A store that answers at once (the memory store always does) needs no timer:
-            // poll once, and arm the time budget only if it has to wait.
-            let mut fut = std::pin::pin!(attempt());
-            let first = fut
-                .as_mut()
-                .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
-            let outcome = match first {
-                std::task::Poll::Ready(r) => Ok(r),
-                std::task::Poll::Pending => tokio::time::timeout_at(deadline(), fut).await,
-            };
-            match outcome {
-                Ok(Ok(v)) => {
-                    self.recovered(domains);
-                    return Ok(v);
-                }
-                Ok(Err(e)) => {
-                    let time_left = Instant::now() + inner.retry_delay < deadline();
-                    if e.kind().is_retryable() && retries < inner.retries && time_left {
-                        retries += 1;
-                        tokio::time::sleep(inner.retry_delay).await;
-                        continue;
-                    }
-                    let reason = FailureReason::of(e.kind());
-                    // The domain that failed, when the store knows it; else all the chain's.
-                    let failed = e.domain().map_or(domains, Domains::of);
-                    self.failed(failed, reason, Some(&e));
-                    return Err(reason);
-                }
-                Err(_) => {
-                    self.failed(domains, FailureReason::TimedOut, None);
-                    return Err(FailureReason::TimedOut);
-                }
-            }
-        }
-    }
-}
-
-/// Sets the delays of an admitted answer's decisions from their limits' [`Delay`]s and
-/// the counts the store answered: no extra call.
-///
-/// [`Delay`]: crate::Delay
-fn with_delays(answer: Answer, chain: &Chain) -> Answer {
-    let checks = chain.checks();
-    if !answer.is_allowed() || checks.iter().all(|c| c.key().limit().delay().is_none()) {
-        return answer;
-    }
-    let set = |mut d: crate::ChainDecision| {
-        for (x, c) in d.decisions_mut().iter_mut().zip(checks) {
-            if let Some(delay) = c.key().limit().delay() {
-                let used = x.limit().saturating_sub(x.remaining());
-                *x = x.with_delay(delay.for_count(used));
-            }
-        }
-        d
-    };
-    match answer {
-        Answer::Store(d) => Answer::Store(set(d)),
-        Answer::Memory { decision, reason } => Answer::Memory {
-            decision: set(decision),
-            reason,
-        },
-        other => other,
-    }
-}
+pub(crate) const FALLBACK_KEYS: usize = 100_000;
 
 #[cfg(test)]
 mod tests;

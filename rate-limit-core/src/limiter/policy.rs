@@ -152,10 +152,12 @@ impl Answer {
     /// give back with [`Limiter::give_back`](super::Limiter::give_back) once the outcome is
     /// known. `None` when nothing was charged: a refusal, or a store failure let through
     /// unchecked ([`FailurePolicy::Open`]).
-    pub fn reservation(&self, chain: &crate::Chain) -> Option<crate::Reservation> {
+    pub fn reservation(&self, chain: &crate::Chain) -> Option<crate::protocol::Reservation> {
         match self {
-            Self::Store(d) => crate::Reservation::of(chain, d, false),
-            Self::Memory { decision, .. } => crate::Reservation::of(chain, decision, true),
+            Self::Store(d) => crate::protocol::Reservation::of(chain, d, false),
+            Self::Memory { decision, .. } => {
+                crate::protocol::Reservation::of(chain, decision, true)
+            }
             _ => None,
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 /// The smallest retry-after a denial reports: one millisecond.
-pub const MIN_RETRY_AFTER: Duration = Duration::from_millis(1);
+pub(crate) const MIN_RETRY_AFTER: Duration = Duration::from_millis(1);
 const MIN_RETRY_AFTER_US: u64 = 1_000;
 
 /// What happened to one check.
@@ -24,7 +24,7 @@ pub enum Outcome {
 /// One limit's answer.
 ///
 /// Times are relative to the store's "now" when it decided. `retry_after` is present only
-/// for [`Outcome::Denied`], and is then at least [`MIN_RETRY_AFTER`].
+/// for [`Outcome::Denied`], and is then at least [`Decision::MIN_RETRY_AFTER`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Decision {
     outcome: Outcome,
@@ -41,6 +41,9 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The shortest `retry_after` a refusal reports: a millisecond (never zero).
+    pub const MIN_RETRY_AFTER: Duration = MIN_RETRY_AFTER;
+
     pub(crate) fn allowed(limit: u64, remaining: u64, reset_after_us: u64, window_us: u64) -> Self {
         Self {
             outcome: Outcome::Allowed,
@@ -94,7 +97,7 @@ impl Decision {
 
     /// Builds a decision from parts, e.g. as a store decoded it from its wire format.
     ///
-    /// Times are in microseconds; a denial's retry-after is raised to [`MIN_RETRY_AFTER`].
+    /// Times are in microseconds; a denial's retry-after is raised to [`Decision::MIN_RETRY_AFTER`].
     pub fn from_parts(
         outcome: Outcome,
         limit: u64,
@@ -138,7 +141,7 @@ impl Decision {
     }
 
     /// For a denial, the time after which the same cost fits: exact to the microsecond,
-    /// and at least [`MIN_RETRY_AFTER`]. `None` for other outcomes.
+    /// and at least [`Decision::MIN_RETRY_AFTER`]. `None` for other outcomes.
     pub fn retry_after(&self) -> Option<Duration> {
         (self.outcome == Outcome::Denied).then(|| Duration::from_micros(self.retry_after_us))
     }

@@ -15,7 +15,8 @@ use super::StoreError;
 ///   cap for the TTL times your peak delivery rate if that must not happen.
 ///
 /// ```
-/// use rate_limit_core::{Dedupe, MemoryStore};
+/// use rate_limit_core::MemoryStore;
+/// use rate_limit_core::store::Dedupe;
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

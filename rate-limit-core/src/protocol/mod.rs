@@ -22,7 +22,7 @@ mod reservation;
 mod slots;
 
 pub use ban::Banned;
-pub use decision::{ChainDecision, Decision, MIN_RETRY_AFTER, Outcome};
+pub use decision::{ChainDecision, Decision, Outcome};
 pub use dedupe::Dedupe;
 pub use domains::Domains;
 pub use error::{StoreError, StoreErrorKind};

@@ -65,10 +65,13 @@ impl AnyStore {
     }
 
     /// The principals `ban` bans now, with the time left (an admin call; see
-    /// [`Banned`](crate::Banned)): from the memory store's record of its bans, or from
+    /// [`Banned`](crate::protocol::Banned)): from the memory store's record of its bans, or from
     /// Redis with `SCAN` over every master. [`Store::reset`] of a ban's key lifts it. A
     /// boxed store answers [`StoreErrorKind::Rejected`].
-    pub async fn bans(&self, ban: &crate::Limit) -> Result<Vec<crate::Banned>, StoreError> {
+    pub async fn bans(
+        &self,
+        ban: &crate::Limit,
+    ) -> Result<Vec<crate::protocol::Banned>, StoreError> {
         match self {
             Self::Memory(s) => Ok(s.bans(ban)),
             #[cfg(feature = "redis")]
@@ -80,7 +83,7 @@ impl AnyStore {
         }
     }
 
-    /// One call of a [`SharedPacer`](crate::SharedPacer) on its scope's state. A boxed
+    /// One call of a [`SharedPacer`](crate::pacer::SharedPacer) on its scope's state. A boxed
     /// store answers [`StoreErrorKind::Rejected`] (its workers pace locally).
     pub(crate) async fn pace(
         &self,
@@ -107,7 +110,7 @@ impl AnyStore {
 impl crate::protocol::Slots for AnyStore {
     async fn take_slot(
         &self,
-        key: &crate::SlotKey,
+        key: &crate::limit::SlotKey,
         id: u64,
     ) -> Result<crate::protocol::Taken, StoreError> {
         match self {
@@ -117,7 +120,7 @@ impl crate::protocol::Slots for AnyStore {
             Self::Boxed(_) => Err(no_slots()),
         }
     }
-    async fn renew_slot(&self, key: &crate::SlotKey, id: u64) -> Result<bool, StoreError> {
+    async fn renew_slot(&self, key: &crate::limit::SlotKey, id: u64) -> Result<bool, StoreError> {
         match self {
             Self::Memory(s) => s.renew_slot(key, id).await,
             #[cfg(feature = "redis")]
@@ -125,7 +128,7 @@ impl crate::protocol::Slots for AnyStore {
             Self::Boxed(_) => Err(no_slots()),
         }
     }
-    async fn release_slot(&self, key: &crate::SlotKey, id: u64) -> Result<(), StoreError> {
+    async fn release_slot(&self, key: &crate::limit::SlotKey, id: u64) -> Result<(), StoreError> {
         match self {
             Self::Memory(s) => s.release_slot(key, id).await,
             #[cfg(feature = "redis")]

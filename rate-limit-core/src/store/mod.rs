@@ -1,18 +1,27 @@
 //! Stores: where counters live. One call answers a whole [`Chain`](crate::Chain).
 //!
-//! [`MemoryStore`] is the embedded default. A store chosen at run time (from
-//! configuration) is an [`AnyStore`]; a store of your own goes in a [`BoxStore`].
+//! [`MemoryStore`] is the embedded default, and
+//! `RedisStore` the shared one (feature `redis`). A store chosen at
+//! run time (from configuration) is an [`AnyStore`]; a store of your own
+//! goes in a [`BoxStore`]. This module holds what a store's builder, an admin or a store of
+//! your own needs.
 
-mod any;
+
+pub(crate) mod any;
 mod boxed;
-pub mod memory;
+pub(crate) mod memory;
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub mod redis;
-
-#[cfg(feature = "redis")]
-pub use self::redis::RedisStore;
-pub use crate::protocol::{Dedupe, Domains, Store, StoreError, StoreErrorKind};
-pub use any::AnyStore;
+pub use self::redis::{KEY_VERSION, RedisStoreBuilder};
+pub use crate::protocol::{Banned, Dedupe, Domains, Slots, StoreErrorKind, Taken};
 pub use boxed::BoxStore;
-pub use memory::MemoryStore;
+pub use memory::{DEFAULT_MAX_KEYS, MemoryStoreBuilder};
+
+// Inside the crate: the stores by their module (their public path is the crate root).
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::RedisStore;
+pub(crate) use any::AnyStore;
+pub(crate) use memory::MemoryStore;

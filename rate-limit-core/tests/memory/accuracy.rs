@@ -10,7 +10,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use rate_limit_core::{Chain, FakeClock, Limit, MemoryStore, Principal};
+use rate_limit_core::clock::FakeClock;
+use rate_limit_core::{Chain, Limit, MemoryStore, Principal};
 
 use crate::support::T0;
 

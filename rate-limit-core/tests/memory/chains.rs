@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{Chain, ChainMode, FakeClock, Limit, Outcome, Principal, Store};
+use rate_limit_core::clock::FakeClock;
+use rate_limit_core::{Chain, ChainMode, Limit, Outcome, Principal, Store};
 
 use crate::support::{T0, every_algorithm, store};
 

@@ -3,7 +3,8 @@
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rate_limit_core::{Chain, FakeClock, MemoryStore, Principal, Store};
+use rate_limit_core::clock::FakeClock;
+use rate_limit_core::{Chain, MemoryStore, Principal, Store};
 
 use crate::support::{T0, every_algorithm, store};
 

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{Chain, Delay, FakeClock, Limit, MemoryStore, Principal, Store};
+use rate_limit_core::clock::FakeClock;
+use rate_limit_core::{Chain, Delay, Limit, MemoryStore, Principal, Store};
 
 use crate::support::{T0, every_algorithm};
 

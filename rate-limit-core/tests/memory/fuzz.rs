@@ -6,7 +6,7 @@
 //! input. CI runs proptest's default case count; `scripts/fuzz.sh` runs millions.
 
 use proptest::prelude::*;
-use rate_limit_core::{HashKey, MAX_PRINCIPAL_LEN, Principal, PrincipalKind};
+use rate_limit_core::{HashKey, Principal, PrincipalKind};
 
 fn kind() -> impl Strategy<Value = PrincipalKind> {
     prop_oneof![
@@ -30,7 +30,7 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
 
 fn well_formed(p: &Principal) -> Result<(), TestCaseError> {
     let s = p.as_str();
-    prop_assert!(s.len() <= MAX_PRINCIPAL_LEN, "{s}");
+    prop_assert!(s.len() <= Principal::MAX_LEN, "{s}");
     prop_assert!(
         s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-:~*".contains(&b)),
@@ -75,7 +75,7 @@ proptest! {
         let literal = Principal::new(k.clone(), &v);
         if k == PrincipalKind::ApiKey {
             prop_assert!(!literal.as_str().contains(v.as_str()) || v.len() < 4);
-        } else if literal.as_str().len() < MAX_PRINCIPAL_LEN {
+        } else if literal.as_str().len() < Principal::MAX_LEN {
             prop_assert!(literal.as_str().ends_with(&format!(":{v}")), "{}", literal.as_str());
         }
         let key = HashKey::new([9u8; 32]).unwrap();

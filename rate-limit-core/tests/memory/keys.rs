@@ -3,9 +3,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use rate_limit_core::{
-    Chain, FakeClock, Limit, MAX_PRINCIPAL_LEN, Principal, PrincipalKind, Store,
-};
+use rate_limit_core::clock::FakeClock;
+use rate_limit_core::{Chain, Limit, Principal, PrincipalKind, Store};
 
 use crate::support::{T0, store};
 
@@ -65,7 +64,7 @@ fn distinct_inputs_give_distinct_bounded_safe_keys() {
         for raw in &inputs {
             let p = Principal::new(kind.clone(), raw);
             let text = p.as_str();
-            assert!(text.len() <= MAX_PRINCIPAL_LEN, "{} bytes", text.len());
+            assert!(text.len() <= Principal::MAX_LEN, "{} bytes", text.len());
             assert!(
                 text.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._-:~*".contains(&b)),
@@ -95,7 +94,7 @@ fn composite_parts_cannot_alias() {
     assert_ne!(Principal::new(user, "x"), Principal::user("x"));
     // Long composites are hashed whole, and still bounded.
     let long = Principal::composite(k, ["a".repeat(64), "b".repeat(64)]);
-    assert!(long.as_str().len() <= MAX_PRINCIPAL_LEN);
+    assert!(long.as_str().len() <= Principal::MAX_LEN);
     assert!(long.as_str().starts_with("x.pair:~"));
 }
 

@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use http::StatusCode;
+use rate_limit_core::store::{BoxStore, StoreErrorKind};
 use rate_limit_core::testing::{FaultyStore, Mode};
-use rate_limit_core::{AnyStore, BoxStore, FailurePolicy, Limiter, StoreErrorKind};
+use rate_limit_core::{AnyStore, FailurePolicy, Limiter};
 use rate_limit_tower::extract::Global;
 use rate_limit_tower::{RateLimitLayer, Rule};
 use tokio::time::Instant;

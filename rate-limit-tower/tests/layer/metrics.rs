@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use rate_limit_core::store::{BoxStore, StoreErrorKind};
 use rate_limit_core::testing::{FaultyStore, Mode};
-use rate_limit_core::{AnyStore, BoxStore, FailurePolicy, Limiter, StoreErrorKind};
+use rate_limit_core::{AnyStore, FailurePolicy, Limiter};
 use rate_limit_tower::extract::Global;
 use rate_limit_tower::{Answering, RateLimitLayer, Rule};
 

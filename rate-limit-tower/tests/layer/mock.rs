@@ -7,7 +7,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
-use rate_limit_core::BoxStore;
+use rate_limit_core::store::BoxStore;
 use rate_limit_core::testing::FaultyStore;
 use rate_limit_tower::extract::Global;
 use rate_limit_tower::{RateLimit, Rule};

@@ -5,7 +5,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use rate_limit_core::{AnyStore, FakeClock, Limit, Limiter, MemoryStore};
+use rate_limit_core::clock::FakeClock;
+use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore};
 use rate_limit_tower::{RateLimit, RateLimitInfo, RateLimitLayer};
 use tower::{Layer, Service, ServiceExt, service_fn};
 

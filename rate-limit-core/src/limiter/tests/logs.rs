@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use crate::{Chain, FailurePolicy, Limit, Limiter, Principal, StoreErrorKind};
+use crate::store::StoreErrorKind;
+use crate::{Chain, FailurePolicy, Limit, Limiter, Principal};
 
 use crate::testing::{FaultyStore as Faulty, LogCapture, Mode};
 

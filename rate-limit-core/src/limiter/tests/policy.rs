@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use crate::{
-    Answer, Chain, FailurePolicy, FailureReason, Limit, Limiter, Principal, StoreErrorKind,
-};
+use crate::limiter::FailureReason;
+use crate::store::StoreErrorKind;
+use crate::{Answer, Chain, FailurePolicy, Limit, Limiter, Principal};
 use tokio::time::Instant;
 
 use crate::testing::{FaultyStore as Faulty, Mode};

@@ -22,8 +22,8 @@ pub struct MemoryStoreBuilder {
 }
 
 impl MemoryStoreBuilder {
-    /// The clock (default: [`SystemClock`]). Tests pass a [`FakeClock`](crate::FakeClock)
-    /// or a [`TokioClock`](crate::TokioClock).
+    /// The clock (default: [`SystemClock`]). Tests pass a [`FakeClock`](crate::clock::FakeClock)
+    /// or a [`TokioClock`](crate::clock::TokioClock).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self

@@ -1,30 +1,4 @@
-//! The in-memory store: the embedded default, with nothing to set up.
-//!
-//! - **Sharded**: keys spread over independent mutex-guarded shards; no global lock.
-//! - **Atomic chains**: a chain locks the shards of its keys in ascending order (so two
-//!   chains can never deadlock), decides, writes, and unlocks; no other check on those
-//!   keys runs in between, so concurrent chains can neither both pass nor half-apply.
-//! - **Exact**: every check is a read-modify-write under the shard's lock.
-//! - **Bounded, per limit**: a hard cap on keys *for each limit*
-//!   ([`MemoryStoreBuilder::max_keys`]; limits are told apart by name), so a flood of fresh
-//!   keys on one limit never evicts another limit's state. A limit at its cap in a shard
-//!   first drops expired keys, then a sixteenth of its own keys there: first those that
-//!   cost nothing to forget (a full bucket, an empty count or log), then those that refuse
-//!   nobody, least recently used first, and only then keys that refuse or slow someone
-//!   (refused, at quota, past a delay's threshold, a ban) — so a flood of fresh keys on a
-//!   limit cannot reset a counter that is refusing someone unless every key of that limit
-//!   refuses (a limit that one request exhausts). It never refuses a request for lack of
-//!   room. [`MemoryStore::evictions`] counts keys dropped while still live. Expired keys
-//!   are also swept on a timer ([`MemoryStoreBuilder::sweep_interval`]) and by
-//!   [`MemoryStore::sweep`]. Memory is bounded by the number of limits in use × `max_keys`
-//!   × about 50 bytes.
-//! - **Compact**: 40 bytes per key in a dense slab plus 5 bytes per table slot (about
-//!   50 bytes per key at 1M keys); exact logs keep their timestamps beside it.
-//! - **De-duplication** ([`Dedupe`](crate::Dedupe)): delivery ids are remembered until their TTL, at most
-//!   `max_keys` of them (about 100 bytes each, measured at 1M). At the cap the oldest id
-//!   is forgotten in amortized constant time, and a redelivery of a forgotten id is
-//!   processed again: the default holds a day of 11 deliveries a second on average; a
-//!   busier site raises the cap or de-duplicates in Redis.
+//! The in-memory store; its documentation is [`MemoryStore`]'s.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,7 +15,7 @@ use crate::limit::Params;
 use crate::protocol::Reservation;
 use crate::protocol::{ChainDecision, Decision};
 
-use super::{Store, StoreError};
+use crate::protocol::{Store, StoreError};
 use std::collections::HashMap;
 
 mod builder;
@@ -59,7 +33,36 @@ pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 const DEFAULT_SHARDS: usize = 64;
 const DEFAULT_SWEEP: Duration = Duration::from_secs(60);
 
-/// The in-memory store. Cheap to clone; clones share counters. See the [module docs](self).
+/// The in-memory store. Cheap to clone; clones share counters.
+///
+/// The in-memory store: the embedded default, with nothing to set up.
+///
+/// - **Sharded**: keys spread over independent mutex-guarded shards; no global lock.
+/// - **Atomic chains**: a chain locks the shards of its keys in ascending order (so two
+///   chains can never deadlock), decides, writes, and unlocks; no other check on those
+///   keys runs in between, so concurrent chains can neither both pass nor half-apply.
+/// - **Exact**: every check is a read-modify-write under the shard's lock.
+/// - **Bounded, per limit**: a hard cap on keys *for each limit*
+///   ([`MemoryStoreBuilder::max_keys`]; limits are told apart by name), so a flood of fresh
+///   keys on one limit never evicts another limit's state. A limit at its cap in a shard
+///   first drops expired keys, then a sixteenth of its own keys there: first those that
+///   cost nothing to forget (a full bucket, an empty count or log), then those that refuse
+///   nobody, least recently used first, and only then keys that refuse or slow someone
+///   (refused, at quota, past a delay's threshold, a ban) — so a flood of fresh keys on a
+///   limit cannot reset a counter that is refusing someone unless every key of that limit
+///   refuses (a limit that one request exhausts). It never refuses a request for lack of
+///   room. [`MemoryStore::evictions`] counts keys dropped while still live. Expired keys
+///   are also swept on a timer ([`MemoryStoreBuilder::sweep_interval`]) and by
+///   [`MemoryStore::sweep`]. Memory is bounded by the number of limits in use × `max_keys`
+///   × about 50 bytes.
+/// - **Compact**: 40 bytes per key in a dense slab plus 5 bytes per table slot (about
+///   50 bytes per key at 1M keys); exact logs keep their timestamps beside it.
+/// - **De-duplication** ([`Dedupe`](crate::protocol::Dedupe)): delivery ids are remembered until their TTL, at most
+///   `max_keys` of them (about 100 bytes each, measured at 1M). At the cap the oldest id
+///   is forgotten in amortized constant time, and a redelivery of a forgotten id is
+///   processed again: the default holds a day of 11 deliveries a second on average; a
+///   busier site raises the cap or de-duplicates in Redis.
+///
 ///
 /// ```
 /// use rate_limit_core::{Chain, Limit, MemoryStore, Principal, Store};

@@ -1,4 +1,4 @@
-//! Delivery ids for [`Dedupe`](crate::Dedupe): a map for lookups and a queue in insertion
+//! Delivery ids for [`Dedupe`](crate::protocol::Dedupe): a map for lookups and a queue in insertion
 //! order for eviction, so that remembering a new id costs amortized O(1) at any size —
 //! expired ids leave from the front, and at the cap the oldest live id goes.
 

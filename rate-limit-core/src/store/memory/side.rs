@@ -55,7 +55,7 @@ impl MemoryStore {
         out
     }
 
-    /// One call of a shared pacer (see [`SharedPacer`](crate::SharedPacer)).
+    /// One call of a shared pacer (see [`SharedPacer`](crate::pacer::SharedPacer)).
     pub(crate) fn pace_now(&self, call: &PaceCall<'_>) -> PaceReply {
         let now = self.inner.clock.now_micros();
         let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);

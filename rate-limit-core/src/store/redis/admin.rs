@@ -69,9 +69,12 @@ impl RedisStore {
     }
 
     /// The principals `ban` bans now, with the time left (an admin call; see
-    /// [`Banned`](crate::Banned)). Reads every master with `SCAN` for the ban's keys, then
+    /// [`Banned`](crate::protocol::Banned)). Reads every master with `SCAN` for the ban's keys, then
     /// each key: O(keys in the database), not for a request's path.
-    pub async fn bans(&self, ban: &crate::Limit) -> Result<Vec<crate::Banned>, StoreError> {
+    pub async fn bans(
+        &self,
+        ban: &crate::Limit,
+    ) -> Result<Vec<crate::protocol::Banned>, StoreError> {
         let glob = |s: &str| {
             let mut out = String::with_capacity(s.len());
             for c in s.chars() {
@@ -99,7 +102,7 @@ impl RedisStore {
             }
             let d = self.peek(&key).await?;
             if let Some(remaining) = d.retry_after() {
-                out.push(crate::Banned { key, remaining });
+                out.push(crate::protocol::Banned { key, remaining });
             }
         }
         out.sort_by(|a, b| a.principal().as_str().cmp(b.principal().as_str()));

@@ -61,7 +61,7 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// How many refused keys the [deny cache](crate::store::redis#the-deny-cache) holds
+    /// How many refused keys the deny cache (see [`RedisStore`](crate::RedisStore), "The deny cache") holds
     /// (default 10 000);
     /// 0 turns it off, and every check goes to Redis.
     pub fn deny_cache(mut self, capacity: usize) -> Self {
@@ -76,7 +76,7 @@ impl RedisStoreBuilder {
     /// connection (on a Cluster: for its hash slot); checks that arrive while one is in
     /// flight ride the next call together (no timer). Each chain is still atomic and all-or-nothing on its own; the call
     /// shares one round trip, one read of each key and one write of each key. See the
-    /// [module docs](crate::store::redis#coalescing) for what it saves and costs.
+    /// [`RedisStore`] docs ("Coalescing") for what it saves and costs.
     pub fn coalesce(mut self, max_chains: usize) -> Self {
         self.coalesce = max_chains;
         self

@@ -1,4 +1,4 @@
-#![doc = include_str!("README.md")]
+//! The Redis store (feature `redis`); its documentation is [`RedisStore`]'s.
 
 use std::fmt;
 use std::pin::Pin;
@@ -47,10 +47,10 @@ use script::{Invocation, REFUND_LUA, ScriptMode, mark_bans, push_lease, push_par
 const SWEEP_EVERY: Duration = Duration::from_millis(10);
 
 /// The version of the key layout and stored state, written after the prefix in every key
-/// name (see the [module docs](self)).
+/// name (see [`RedisStore`], "Keys").
 pub const KEY_VERSION: &str = "v2";
 
-/// The Redis store. Cheap to clone; clones share the connection. See the [module docs](self).
+#[doc = include_str!("README.md")]
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<RedisInner>,
