@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use crate::store::StoreErrorKind;
+use crate::store::{KeyState, StoreErrorKind};
 use crate::{Chain, ChainDecision, Check, Decision, Key, MemoryStore, Store, StoreError};
 
 /// How a [`FaultyStore`] behaves.
@@ -78,7 +78,7 @@ impl Store for FaultyStore {
         self.gate().await?;
         self.inner.charge(check).await
     }
-    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
+    async fn peek(&self, key: &Key) -> Result<KeyState, StoreError> {
         self.gate().await?;
         self.inner.peek(key).await
     }

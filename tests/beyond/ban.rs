@@ -105,7 +105,7 @@ async fn bans_end_to_end(a: AnyStore, b: AnyStore) {
         .peek(&ban.key(rate_limit_core::Principal::api_key(KEY)))
         .await
         .unwrap();
-    assert!(peek.is_ban() && peek.retry_after().unwrap() <= ban_for);
+    assert!(peek.is_banned() && peek.retry_after().unwrap() <= ban_for);
     // The admin list shows the key hashed, never the key.
     let listed = a.bans(&ban).await.unwrap();
     assert_eq!(listed.len(), 1);

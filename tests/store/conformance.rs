@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, Chain, Check, Limit, MemoryStore, Outcome, Principal, Store};
+use rate_limit_core::{AnyStore, Chain, Check, Limit, MemoryStore, Principal, Store};
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
 
 use crate::support::{align, clear_of_boundary, cluster, run, standalone};
@@ -43,10 +43,20 @@ async fn costs(store: &AnyStore) {
         let (s, ds) = run(store, &Chain::new().check_cost(&limit, p.clone(), 6), 1).await;
         assert_eq!(s, "N", "{}", limit.name());
         assert_eq!(ds[0].decisions()[0].retry_after(), None);
+        let peek = store.peek(&limit.key(p.clone())).await.unwrap();
+        assert_eq!(
+            (peek.would_admit(1), peek.remaining()),
+            (true, 2),
+            "{}",
+            limit.name()
+        );
+        // Used up: the key's state says the next request is refused (a look admits nothing).
+        let (s, _) = run(store, &Chain::new().check_cost(&limit, p.clone(), 2), 1).await;
+        assert_eq!(s, "A", "{}", limit.name());
         let peek = store.peek(&limit.key(p)).await.unwrap();
         assert_eq!(
-            (peek.is_allowed(), peek.remaining()),
-            (true, 2),
+            (peek.would_admit(1), peek.remaining()),
+            (false, 0),
             "{}",
             limit.name()
         );
@@ -204,7 +214,7 @@ async fn overdraw_and_reset(store: &AnyStore) {
     let d = store.charge(&Check::new(key.clone(), 250)).await.unwrap();
     assert!(!d.is_allowed());
     let peek = store.peek(&key).await.unwrap();
-    assert_eq!(peek.outcome(), Outcome::Denied);
+    assert!(!peek.would_admit(0));
     let wait = peek.retry_after().unwrap();
     // 250 tokens from a bucket of 100: debt stops at one full bucket (100 × 0.6 s).
     assert!(
@@ -308,7 +318,7 @@ async fn bans(store: &AnyStore) {
         // Banned: the limit behind it is not even read (nothing is counted).
         assert_eq!(ds[4].decisions().len(), 1);
         let peek = store.peek(&ban.key(ip.clone())).await.unwrap();
-        assert!(peek.is_ban() && !peek.is_allowed());
+        assert!(peek.is_banned() && !peek.would_admit(1));
         let listed = store.bans(&ban).await.unwrap();
         assert_eq!(listed.len(), 1, "{mode:?}");
         assert_eq!(listed[0].principal(), &ip);
@@ -332,7 +342,13 @@ async fn bans(store: &AnyStore) {
             3
         );
         // A reset of the listed key lifted it.
-        assert!(store.peek(&ban.key(ip.clone())).await.unwrap().is_allowed());
+        assert!(
+            store
+                .peek(&ban.key(ip.clone()))
+                .await
+                .unwrap()
+                .would_admit(1)
+        );
         assert!(store.bans(&ban).await.unwrap().is_empty());
     }
     // A charge counts its cost in refusals.

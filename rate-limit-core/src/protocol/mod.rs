@@ -16,6 +16,7 @@ mod decision;
 mod dedupe;
 mod domains;
 mod error;
+mod key_state;
 pub(crate) mod lease;
 pub(crate) mod pace;
 mod reservation;
@@ -26,6 +27,7 @@ pub use decision::{ChainDecision, Decision, Outcome};
 pub use dedupe::Dedupe;
 pub use domains::Domains;
 pub use error::{StoreError, StoreErrorKind};
+pub use key_state::KeyState;
 pub use reservation::Reservation;
 pub use slots::{Slots, Taken};
 
@@ -63,8 +65,8 @@ pub trait Store: Send + Sync + 'static {
         )))
     }
 
-    /// Reports a key's state without changing it (an admin read; same as a cost-0 check).
-    fn peek(&self, key: &Key) -> impl Future<Output = Result<Decision, StoreError>> + Send;
+    /// Reads a key's state without changing it (an admin read): what a request would meet.
+    fn peek(&self, key: &Key) -> impl Future<Output = Result<KeyState, StoreError>> + Send;
 
     /// Forgets a key's state: its next check starts afresh.
     fn reset(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -105,7 +107,7 @@ impl<S: Store> Store for Arc<S> {
     fn charge(&self, check: &Check) -> impl Future<Output = Result<Decision, StoreError>> + Send {
         (**self).charge(check)
     }
-    fn peek(&self, key: &Key) -> impl Future<Output = Result<Decision, StoreError>> + Send {
+    fn peek(&self, key: &Key) -> impl Future<Output = Result<KeyState, StoreError>> + Send {
         (**self).peek(key)
     }
     fn give_back(

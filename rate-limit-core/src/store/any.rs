@@ -9,7 +9,8 @@ use super::memory::MemoryStore;
 use crate::chain::{Chain, Check};
 use crate::key::Key;
 use crate::protocol::{
-    ChainDecision, Decision, Dedupe, Domains, Reservation, Store, StoreError, StoreErrorKind,
+    ChainDecision, Decision, Dedupe, Domains, KeyState, Reservation, Store, StoreError,
+    StoreErrorKind,
 };
 
 /// A store picked when the program starts (from configuration): the in-memory store, or
@@ -163,7 +164,7 @@ impl Store for AnyStore {
             Self::Boxed(s) => s.charge(check).await,
         }
     }
-    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
+    async fn peek(&self, key: &Key) -> Result<KeyState, StoreError> {
         match self {
             Self::Memory(s) => s.peek(key).await,
             #[cfg(feature = "redis")]

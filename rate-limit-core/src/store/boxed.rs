@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::chain::{Chain, Check};
 use crate::key::Key;
-use crate::protocol::{ChainDecision, Decision, Domains, Reservation, Store, StoreError};
+use crate::protocol::{ChainDecision, Decision, Domains, KeyState, Reservation, Store, StoreError};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -17,7 +17,7 @@ trait DynStore: Send + Sync + 'static {
         chain: &'a Chain,
     ) -> BoxFuture<'a, Result<ChainDecision, StoreError>>;
     fn charge_dyn<'a>(&'a self, check: &'a Check) -> BoxFuture<'a, Result<Decision, StoreError>>;
-    fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<Decision, StoreError>>;
+    fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<KeyState, StoreError>>;
     fn give_back_dyn<'a>(&'a self, r: &'a Reservation) -> BoxFuture<'a, Result<(), StoreError>>;
     fn reset_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<(), StoreError>>;
     fn try_check_dyn(&self, chain: &Chain) -> Option<ChainDecision>;
@@ -35,7 +35,7 @@ impl<S: Store> DynStore for S {
     fn charge_dyn<'a>(&'a self, check: &'a Check) -> BoxFuture<'a, Result<Decision, StoreError>> {
         Box::pin(self.charge(check))
     }
-    fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<Decision, StoreError>> {
+    fn peek_dyn<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<KeyState, StoreError>> {
         Box::pin(self.peek(key))
     }
     fn give_back_dyn<'a>(&'a self, r: &'a Reservation) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -94,7 +94,7 @@ impl Store for BoxStore {
     async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
         self.inner.charge_dyn(check).await
     }
-    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
+    async fn peek(&self, key: &Key) -> Result<KeyState, StoreError> {
         self.inner.peek_dyn(key).await
     }
     async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {

@@ -6,7 +6,6 @@
 //! goes in a [`BoxStore`]. This module holds what a store's builder, an admin or a store of
 //! your own needs.
 
-
 pub(crate) mod any;
 mod boxed;
 pub(crate) mod memory;
@@ -16,7 +15,7 @@ pub(crate) mod redis;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{KEY_VERSION, RedisStoreBuilder};
-pub use crate::protocol::{Banned, Dedupe, Domains, Slots, StoreErrorKind, Taken};
+pub use crate::protocol::{Banned, Dedupe, Domains, KeyState, Slots, StoreErrorKind, Taken};
 pub use boxed::BoxStore;
 pub use memory::{DEFAULT_MAX_KEYS, MemoryStoreBuilder};
 

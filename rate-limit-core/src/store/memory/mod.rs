@@ -12,8 +12,8 @@ use crate::chain::{Chain, ChainMode, Check};
 use crate::clock::Clock;
 use crate::key::Key;
 use crate::limit::Params;
-use crate::protocol::Reservation;
 use crate::protocol::{ChainDecision, Decision};
+use crate::protocol::{KeyState, Reservation};
 
 use crate::protocol::{Store, StoreError};
 use std::collections::HashMap;
@@ -477,8 +477,10 @@ impl Store for MemoryStore {
         Ok(self.charge_now(check))
     }
 
-    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
-        Ok(self.single(key, 0, Charge::IfFits).0)
+    async fn peek(&self, key: &Key) -> Result<KeyState, StoreError> {
+        Ok(KeyState::from_free_check(
+            self.single(key, 0, Charge::IfFits).0,
+        ))
     }
 
     async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {

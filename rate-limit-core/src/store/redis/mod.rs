@@ -9,9 +9,9 @@ use redis::{Script, Value};
 
 use crate::chain::{Chain, ChainMode, Check};
 use crate::key::Key;
-use crate::protocol::Reservation;
 use crate::protocol::{ChainDecision, Decision};
 use crate::protocol::{Domains, Store, StoreError};
+use crate::protocol::{KeyState, Reservation};
 
 mod admin;
 mod batch;
@@ -263,14 +263,16 @@ impl Store for RedisStore {
         ds.pop().ok_or_else(bad_answer)
     }
 
-    async fn peek(&self, key: &Key) -> Result<Decision, StoreError> {
+    async fn peek(&self, key: &Key) -> Result<KeyState, StoreError> {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, key, 0);
         let (_, mut ds, _) = self
             .run(vec![self.key_name(key)], ScriptMode::InOrder, args)
             .await?;
         mark_bans([key], &mut ds);
-        ds.pop().ok_or_else(bad_answer)
+        ds.pop()
+            .map(KeyState::from_free_check)
+            .ok_or_else(bad_answer)
     }
 
     async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {
