@@ -38,9 +38,9 @@ pub enum ForwardedSource {
 /// What a route keyed on the client IP without a peer address says: in the 500's body (a
 /// developer trying the route sees it without a log subscriber) and, once, in the log.
 const PEER_MISSING: &str = "rate limiting by client IP found no peer address in the request. \
-    With axum, use rate_limit_axum::client_ip() instead of ClientIp::new() (it reads \
-    ConnectInfo<SocketAddr>) and serve with into_make_service_with_connect_info::<SocketAddr>(). \
-    With hyper or tower, insert the connection's SocketAddr as a request extension \
+    With axum, serve with into_make_service_with_connect_info::<SocketAddr>() (ClientIp reads \
+    ConnectInfo<SocketAddr> with rate-limit-tower's feature `axum`, which rate-limit-axum turns \
+    on). With hyper or tower, insert the connection's SocketAddr as a request extension \
     (or set ClientIp::peer_source).";
 
 type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
@@ -69,10 +69,11 @@ type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
 ///    means the peer (the proxy's own request, a health check).
 ///  - IPv4-mapped IPv6 counts as IPv4. IPv6 is grouped by prefix, /64 by default.
 ///
-///  The peer comes from a `SocketAddr` (or `IpAddr`) request extension, or from a
-///  [`peer_source`](ClientIp::peer_source) of your own (the axum crate reads
-///  `ConnectInfo`). A route that needs the IP but has no peer is a setup error: 500,
-///  logged once.
+///  The peer comes from a `SocketAddr` (or `IpAddr`) request extension, from axum's
+///  `ConnectInfo<SocketAddr>` (feature `axum`, which rate-limit-axum turns on: serve with
+///  `into_make_service_with_connect_info::<SocketAddr>()`), or from a
+///  [`peer_source`](ClientIp::peer_source) of your own. A route that needs the IP but has
+///  no peer is a setup error: 500, logged once.
 ///
 /// ```
 /// use rate_limit_tower::extract::{ClientIp, ForwardedSource};
@@ -117,6 +118,19 @@ fn default_peer(ext: &Extensions) -> Option<IpAddr> {
     ext.get::<SocketAddr>()
         .map(SocketAddr::ip)
         .or_else(|| ext.get::<IpAddr>().copied())
+        .or_else(|| connect_info(ext))
+}
+
+/// axum's `ConnectInfo<SocketAddr>` (feature `axum`, which rate-limit-axum turns on).
+#[cfg(feature = "axum")]
+fn connect_info(ext: &Extensions) -> Option<IpAddr> {
+    ext.get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+#[cfg(not(feature = "axum"))]
+fn connect_info(_: &Extensions) -> Option<IpAddr> {
+    None
 }
 
 fn prefix(len: u8, max: u8) -> Result<u8, ConfigError> {
