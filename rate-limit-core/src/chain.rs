@@ -87,6 +87,17 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// The first check that bans a principal the requester does not control (see
+    /// [`PrincipalKind::may_be_banned`](crate::PrincipalKind::may_be_banned)): such a chain is
+    /// a setup error, which the Tower layer and the axum crate answer with a 500.
+    pub fn unowned_ban(&self) -> Option<&Check> {
+        self.checks().iter().find(|c| {
+            let key = c.key();
+            key.limit().kind() == crate::limit::AlgorithmKind::Ban
+                && !key.principal().kind().may_be_banned()
+        })
+    }
+
     /// An empty chain in [`ChainMode::InOrder`].
     pub fn new() -> Self {
         Self::default()

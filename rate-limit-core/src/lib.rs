@@ -40,6 +40,7 @@ mod key;
 mod limit;
 pub mod limiter;
 mod name;
+pub mod net;
 mod pacer;
 mod principal;
 mod protocol;

@@ -61,6 +61,13 @@ pub enum PrincipalKind {
 }
 
 impl PrincipalKind {
+    /// Whether a ban ([`Limit::ban`](crate::Limit::ban)) may name a principal of this kind:
+    /// only one the requester controls — a client IP or an API key. An account anyone can
+    /// name (a user name on a sign-in form) would let anyone lock its owner out.
+    pub fn may_be_banned(&self) -> bool {
+        matches!(self, Self::Ip | Self::ApiKey)
+    }
+
     /// A custom kind: 1 to 32 bytes of `A-Z a-z 0-9 . _ -`.
     pub fn custom(name: &str) -> Result<Self, ConfigError> {
         if name.is_empty() || name.len() > MAX_CUSTOM_KIND_LEN || !name.bytes().all(is_name_byte) {

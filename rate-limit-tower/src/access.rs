@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use http::request::Parts;
-use ipnet::IpNet;
+use rate_limit_core::net::IpBlock;
 use rate_limit_core::{ConfigError, ConfigErrorKind, Principal};
 
 use crate::extract::{ClientIp, KeyExtractor, Rejection};
@@ -28,20 +28,16 @@ impl List {
         let mut v4 = Vec::new();
         let mut v6 = Vec::new();
         for (i, e) in entries.iter().enumerate() {
-            let e = e.as_ref().trim();
-            let net = e
-                .parse::<IpNet>()
-                .or_else(|_| e.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| {
-                    ConfigError::new(
-                        ConfigErrorKind::AccessEntryInvalid,
-                        format!("access[{i}]"),
-                        "not a CIDR (10.0.0.0/8, 2001:db8::/32) or an IP address",
-                    )
-                })?;
-            match net {
-                IpNet::V4(n) => v4.push((u32::from(n.network()), u32::from(n.broadcast()))),
-                IpNet::V6(n) => v6.push((u128::from(n.network()), u128::from(n.broadcast()))),
+            let block = e.as_ref().parse::<IpBlock>().map_err(|e| {
+                ConfigError::new(
+                    ConfigErrorKind::AccessEntryInvalid,
+                    format!("access[{i}]"),
+                    e.to_string(),
+                )
+            })?;
+            match block {
+                IpBlock::V4 { first, last } => v4.push((first, last)),
+                IpBlock::V6 { first, last } => v6.push((first, last)),
             }
         }
         Ok(Self {

@@ -3,9 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rate_limit_core::{
-    AlgorithmKind, Chain, FailurePolicy, InFlight, Limit, Principal, PrincipalKind,
-};
+use rate_limit_core::{Chain, FailurePolicy, InFlight, Limit, Principal};
 
 use crate::count::CountWhen;
 use crate::extract::{KeyExtractor, Rejection};
@@ -244,12 +242,6 @@ impl InFlightRule {
     }
 }
 
-/// Whether a ban may name this principal: one the requester controls (a client IP, an
-/// API key), never one others can name (an account: a lockout).
-pub(crate) fn bannable(p: &Principal) -> bool {
-    matches!(p.kind(), PrincipalKind::Ip | PrincipalKind::ApiKey)
-}
-
 /// The operator's error for a ban that names another kind: 500, logged.
 pub(crate) fn not_owned(ban: &str, p: &Principal) -> Rejection {
     tracing::error!(
@@ -265,15 +257,12 @@ pub(crate) fn not_owned(ban: &str, p: &Principal) -> Rejection {
 }
 
 /// Refuses a chain with a ban ([`Limit::ban`]) of a principal the requester does not
-/// control (anything but a client IP or an API key): the layer's own check, for chains a
+/// control (core's rule: [`Chain::unowned_ban`]): the layer's own check, for chains a
 /// handler builds itself (the axum crate's `HandlerLimiter` runs it). `Err` is the
 /// operator's 500 `ban.principal_not_owned`, logged.
 pub fn check_bans(chain: &Chain) -> Result<(), Rejection> {
-    for c in chain.checks() {
-        let key = c.key();
-        if key.limit().kind() == AlgorithmKind::Ban && !bannable(key.principal()) {
-            return Err(not_owned(key.limit().name(), key.principal()));
-        }
+    match chain.unowned_ban() {
+        Some(c) => Err(not_owned(c.key().limit().name(), c.key().principal())),
+        None => Ok(()),
     }
-    Ok(())
 }

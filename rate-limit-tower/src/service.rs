@@ -15,7 +15,7 @@ use crate::extract::Rejection;
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::headers;
 use crate::response;
-use crate::rule::{bannable, not_owned};
+use crate::rule::not_owned;
 use crate::shared::{Ctx, Next, Shared};
 
 /// The rate-limiting service made by [`RateLimitLayer`](crate::RateLimitLayer).
@@ -100,7 +100,7 @@ where
         let mut chain = Chain::new().mode(shared.mode);
         for rule in &shared.rules {
             match rule.key.extract(&parts) {
-                Ok(p) if rule.limit.kind() == AlgorithmKind::Ban && !bannable(&p) => {
+                Ok(p) if rule.limit.kind() == AlgorithmKind::Ban && !p.kind().may_be_banned() => {
                     return rejected(&not_owned(rule.limit.name(), &p), ctx);
                 }
                 Ok(p) => chain.push(Check::new(rule.limit.key(p), rule.cost)),

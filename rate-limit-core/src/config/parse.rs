@@ -31,26 +31,10 @@ fn delayed(l: Limit, raw: &RawDelay) -> Result<Limit, ConfigError> {
 /// Checks an allow or deny list entry: a CIDR (`10.0.0.0/8`, `2001:db8::/32`) or an IP
 /// address. `access.entry_invalid` naming the entry (`access.allow[2]`) otherwise.
 pub(super) fn access_entry(entry: &str, field: String) -> Result<(), ConfigError> {
-    let (addr, len) = match entry.trim().split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (entry.trim(), None),
-    };
-    let bits = match addr.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(_)) => 32,
-        Ok(std::net::IpAddr::V6(_)) => 128,
-        Err(_) => 0,
-    };
-    let ok = bits > 0
-        && len.is_none_or(|l| l.parse::<u8>().is_ok_and(|l| l <= bits) && !l.starts_with('+'));
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(
-            ConfigErrorKind::AccessEntryInvalid,
-            field,
-            "not a CIDR (10.0.0.0/8, 2001:db8::/32) or an IP address",
-        ))
-    }
+    entry
+        .parse::<crate::net::IpBlock>()
+        .map(|_| ())
+        .map_err(|e| invalid(ConfigErrorKind::AccessEntryInvalid, field, e.to_string()))
 }
 
 pub(super) fn invalid(

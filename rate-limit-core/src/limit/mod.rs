@@ -245,8 +245,9 @@ impl Limit {
     ///   most [`Limit::MAX_BAN_AFTER`]), and expires with the ban or the window.
     /// - **Only principals the requester controls**: a client IP or an API key. A ban of
     ///   an account anyone can name (a user name on a sign-in form) would let anyone lock
-    ///   its owner out; the Tower layer and the axum crate's in-handler limiter refuse to
-    ///   ban other kinds (`rate_limit_tower::check_bans`).
+    ///   its owner out ([`PrincipalKind::may_be_banned`](crate::PrincipalKind::may_be_banned),
+    ///   [`Chain::unowned_ban`](crate::Chain::unowned_ban)); the Tower layer and the axum
+    ///   crate's in-handler limiter answer such a chain with a 500.
     ///
     /// `limit.quota_zero` for `after` of 0, `limit.overflow` above [`Limit::MAX_BAN_AFTER`];
     /// `within` and `duration` are windows (`limit.window_invalid`, `limit.overflow`).

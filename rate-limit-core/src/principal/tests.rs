@@ -68,3 +68,20 @@ fn custom_kind_validation() {
     assert!(PrincipalKind::custom("a:b").is_err());
     assert!(PrincipalKind::custom(&"k".repeat(33)).is_err());
 }
+
+#[test]
+fn only_principals_the_requester_controls_may_be_banned() {
+    use crate::{Chain, Limit};
+    use std::time::Duration;
+    assert!(PrincipalKind::Ip.may_be_banned() && PrincipalKind::ApiKey.may_be_banned());
+    assert!(!PrincipalKind::User.may_be_banned() && !PrincipalKind::Participant.may_be_banned());
+    let min = Duration::from_secs(60);
+    let ban = Limit::ban("ban", 3, min, min).unwrap();
+    let ip = Principal::ip("192.0.2.1".parse().unwrap());
+    assert!(Chain::new().check(&ban, ip).unowned_ban().is_none());
+    let account = Chain::new().check(&ban, Principal::user("ann"));
+    assert_eq!(
+        account.unowned_ban().map(|c| c.key().limit().name()),
+        Some("ban")
+    );
+}

@@ -38,10 +38,10 @@ pub enum ForwardedSource {
 /// What a route keyed on the client IP without a peer address says: in the 500's body (a
 /// developer trying the route sees it without a log subscriber) and, once, in the log.
 const PEER_MISSING: &str = "rate limiting by client IP found no peer address in the request. \
-    With axum, serve with into_make_service_with_connect_info::<SocketAddr>() (ClientIp reads \
-    ConnectInfo<SocketAddr> with rate-limit-tower's feature `axum`, which rate-limit-axum turns \
-    on). With hyper or tower, insert the connection's SocketAddr as a request extension \
-    (or set ClientIp::peer_source).";
+    With axum, serve with into_make_service_with_connect_info::<SocketAddr>() and use \
+    rate_limit_axum::client_ip() (or ClientIp::new() with rate-limit-tower's feature `axum`: \
+    both read ConnectInfo<SocketAddr>). With hyper or tower, insert the connection's \
+    SocketAddr as a request extension (or set ClientIp::peer_source).";
 
 type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
 
