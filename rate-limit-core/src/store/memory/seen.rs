@@ -106,16 +106,6 @@ impl Seen {
     pub(super) fn release(&mut self, d: &[u64; 2]) {
         self.map.remove(d);
     }
-
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    #[cfg(test)]
-    pub(super) fn queued(&self) -> usize {
-        self.order.len()
-    }
 }
 
 #[cfg(test)]
@@ -141,7 +131,7 @@ mod tests {
         let mut s = Seen::new(1_000);
         for i in 0..100_000 {
             assert!(s.first_seen(id(i), i, u64::MAX));
-            assert!(s.len() <= 1_000);
+            assert!(s.map.len() <= 1_000);
         }
         // The newest 1 000 are remembered, the older ones were evicted in order.
         assert!(!s.first_seen(id(99_999), 100_000, u64::MAX));
@@ -152,7 +142,7 @@ mod tests {
             s.release(&id(99_500));
             assert!(s.first_seen(id(99_500), 100_000, u64::MAX));
         }
-        assert!(s.queued() <= 2 * 1_000 + 1, "{}", s.queued());
+        assert!(s.order.len() <= 2 * 1_000 + 1, "{}", s.order.len());
     }
 
     #[test]
