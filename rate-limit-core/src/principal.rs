@@ -273,8 +273,27 @@ impl HashKey {
     }
 }
 
-fn push_part(out: &mut String, bytes: &[u8], always_hash: bool) {
-    let literal = !always_hash
+/// Whether a value is kept as it is when it can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hashing {
+    /// Kept literal when short and safe, hashed otherwise.
+    WhenNeeded,
+    /// Always hashed (a secret).
+    Always,
+}
+
+impl Hashing {
+    fn of(kind: &PrincipalKind) -> Self {
+        if kind.is_secret() {
+            Self::Always
+        } else {
+            Self::WhenNeeded
+        }
+    }
+}
+
+fn push_part(out: &mut String, bytes: &[u8], hashing: Hashing) {
+    let literal = hashing == Hashing::WhenNeeded
         && !bytes.is_empty()
         && bytes.len() <= MAX_LITERAL_LEN
         && bytes.iter().copied().all(is_name_byte);
@@ -303,36 +322,41 @@ impl Principal {
         }
     }
 
-    fn one(kind: PrincipalKind, value: &[u8], always_hash: bool) -> Self {
-        let always_hash = always_hash || kind.is_secret();
+    fn one(kind: PrincipalKind, value: &[u8], hashing: Hashing) -> Self {
+        let hashing = match Hashing::of(&kind) {
+            Hashing::Always => Hashing::Always,
+            Hashing::WhenNeeded => hashing,
+        };
         // The common case, a short safe value under a built-in kind, never allocates.
-        if !always_hash && let Some(text) = Text::literal(&kind, value) {
+        if hashing == Hashing::WhenNeeded
+            && let Some(text) = Text::literal(&kind, value)
+        {
             return Self { kind, text };
         }
         let mut text = String::with_capacity(8 + value.len().min(MAX_LITERAL_LEN));
         kind.write_prefix(&mut text);
-        push_part(&mut text, value, always_hash);
+        push_part(&mut text, value, hashing);
         Self::finish(kind, text)
     }
 
     /// A participant, e.g. the `x-participant-id` of a quiz player.
     pub fn participant(id: impl AsRef<[u8]>) -> Self {
-        Self::one(PrincipalKind::Participant, id.as_ref(), false)
+        Self::one(PrincipalKind::Participant, id.as_ref(), Hashing::WhenNeeded)
     }
 
     /// A signed-in user by id. For an e-mail address use [`personal`](Self::personal).
     pub fn user(id: impl AsRef<[u8]>) -> Self {
-        Self::one(PrincipalKind::User, id.as_ref(), false)
+        Self::one(PrincipalKind::User, id.as_ref(), Hashing::WhenNeeded)
     }
 
     /// An API key; always hashed, since it is a secret.
     pub fn api_key(key: impl AsRef<[u8]>) -> Self {
-        Self::one(PrincipalKind::ApiKey, key.as_ref(), true)
+        Self::one(PrincipalKind::ApiKey, key.as_ref(), Hashing::Always)
     }
 
     /// A background job by name.
     pub fn job(name: impl AsRef<[u8]>) -> Self {
-        Self::one(PrincipalKind::Job, name.as_ref(), false)
+        Self::one(PrincipalKind::Job, name.as_ref(), Hashing::WhenNeeded)
     }
 
     /// Everybody: one shared counter.
@@ -345,7 +369,7 @@ impl Principal {
     /// values prefer [`keyed`](Self::keyed): a plain hash of an e-mail address can be
     /// matched against a dictionary of addresses.
     pub fn personal(kind: PrincipalKind, value: impl AsRef<[u8]>) -> Self {
-        Self::one(kind, value.as_ref(), true)
+        Self::one(kind, value.as_ref(), Hashing::Always)
     }
 
     /// A principal of any kind whose value is hashed with HMAC-SHA-256 under `key`: what
@@ -360,7 +384,7 @@ impl Principal {
     /// A principal of any kind with a plain value: kept readable when it is short and
     /// safe, hashed otherwise. [`PrincipalKind::ApiKey`] is always hashed.
     pub fn new(kind: PrincipalKind, value: impl AsRef<[u8]>) -> Self {
-        Self::one(kind, value.as_ref(), false)
+        Self::one(kind, value.as_ref(), Hashing::WhenNeeded)
     }
 
     /// A principal made of several parts, e.g. `(visitor, game)`. Each part is kept or
@@ -371,7 +395,7 @@ impl Principal {
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
-        let secret = kind.is_secret();
+        let hashing = Hashing::of(&kind);
         let mut text = String::with_capacity(64);
         kind.write_prefix(&mut text);
         let mut first = true;
@@ -380,7 +404,7 @@ impl Principal {
                 text.push(':');
             }
             first = false;
-            push_part(&mut text, part.as_ref(), secret);
+            push_part(&mut text, part.as_ref(), hashing);
         }
         Self::finish(kind, text)
     }
@@ -416,7 +440,7 @@ impl Principal {
             value.push('_');
             value.push_str(&len.to_string());
         }
-        Self::one(PrincipalKind::Ip, value.as_bytes(), false)
+        Self::one(PrincipalKind::Ip, value.as_bytes(), Hashing::WhenNeeded)
     }
 
     /// The kind.

@@ -25,9 +25,16 @@ pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Admission> + Send>>);
 
 /// What the store calls decided.
 pub(crate) enum Admission {
-    /// The rules' answer, what it reserved when a rule counts by outcome, the in-flight
-    /// slots taken, and the refused principal's jitter seed.
-    Answer(Answer, Option<Reservation>, Vec<Slot>, u64),
+    /// The rules' answer.
+    Answer {
+        answer: Answer,
+        /// What it reserved, when a rule counts by outcome.
+        reservation: Option<Reservation>,
+        /// The in-flight slots taken.
+        slots: Vec<Slot>,
+        /// The refused principal's jitter seed.
+        seed: u64,
+    },
     /// An in-flight limit refused (429), or its store failed closed (503).
     Respond(Response<Bytes>),
 }
@@ -93,7 +100,12 @@ async fn settle(shared: &Shared, chain: &Chain, answer: Answer, slots: Vec<Slot>
     let answer = shared.holding.hold(&shared.limiter, chain, answer).await;
     let reservation = shared.reservation(&answer, chain);
     let seed = shared.answering.jitter_seed(&answer, chain);
-    Admission::Answer(answer, reservation, slots, seed)
+    Admission::Answer {
+        answer,
+        reservation,
+        slots,
+        seed,
+    }
 }
 
 /// A give-back on its way to the store: the response waits for it, so the client's next
@@ -343,7 +355,12 @@ where
     S: Service<Request<B>, Response = Response<R>>,
 {
     let (answer, reservation, slots, seed) = match checked {
-        Admission::Answer(a, r, s, seed) => (a, r, s, seed),
+        Admission::Answer {
+            answer,
+            reservation,
+            slots,
+            seed,
+        } => (answer, reservation, slots, seed),
         Admission::Respond(mut resp) => {
             shared.expose(&mut resp, ctx);
             return FutureKind::Ready {

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::protocol::ChainDecision;
 use crate::protocol::StoreErrorKind;
+use crate::protocol::{ChainDecision, CountedIn, Reservation};
 
 /// What a rule does when its store cannot answer. Written where the rule is written.
 ///
@@ -154,10 +154,8 @@ impl Answer {
     /// unchecked ([`FailurePolicy::Open`]).
     pub fn reservation(&self, chain: &crate::Chain) -> Option<crate::protocol::Reservation> {
         match self {
-            Self::Store(d) => crate::protocol::Reservation::of(chain, d, false),
-            Self::Memory { decision, .. } => {
-                crate::protocol::Reservation::of(chain, decision, true)
-            }
+            Self::Store(d) => Reservation::of(chain, d, CountedIn::Store),
+            Self::Memory { decision, .. } => Reservation::of(chain, decision, CountedIn::Fallback),
             _ => None,
         }
     }

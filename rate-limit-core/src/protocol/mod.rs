@@ -28,6 +28,7 @@ pub use dedupe::Dedupe;
 pub use domains::Domains;
 pub use error::{StoreError, StoreErrorKind};
 pub use key_state::KeyState;
+pub(crate) use reservation::CountedIn;
 pub use reservation::Reservation;
 pub use slots::{Slots, Taken};
 

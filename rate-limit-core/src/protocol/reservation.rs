@@ -44,8 +44,17 @@ use crate::protocol::ChainDecision;
 #[must_use = "a reservation is kept unless it is given back"]
 pub struct Reservation {
     pub(crate) items: Vec<ReservedCheck>,
-    /// Charged in the limiter's fallback memory store (the store had failed).
-    pub(crate) fallback: bool,
+    /// Where the units were charged.
+    pub(crate) counted: CountedIn,
+}
+
+/// Where an admitted chain's units were charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CountedIn {
+    /// The limiter's store.
+    Store,
+    /// The limiter's fallback memory store (the store had failed).
+    Fallback,
 }
 
 /// One check's reserved units.
@@ -64,7 +73,7 @@ pub(crate) struct ReservedCheck {
 impl Reservation {
     /// The reservation of an admitted decision of `chain` (`None` if it was refused: a
     /// refusal reserves nothing). Checks of cost 0 reserve nothing.
-    pub(crate) fn of(chain: &Chain, decision: &ChainDecision, fallback: bool) -> Option<Self> {
+    pub(crate) fn of(chain: &Chain, decision: &ChainDecision, counted: CountedIn) -> Option<Self> {
         if !decision.is_allowed() {
             return None;
         }
@@ -84,7 +93,7 @@ impl Reservation {
                 leased: receipt.leased(i),
             })
             .collect();
-        Some(Self { items, fallback })
+        Some(Self { items, counted })
     }
 
     /// The checks whose units are reserved, in chain order.
@@ -114,7 +123,7 @@ impl Reservation {
     /// Whether the units were charged in the limiter's fallback memory store (the store
     /// had failed; they go back there).
     pub fn in_fallback(&self) -> bool {
-        self.fallback
+        self.counted == CountedIn::Fallback
     }
 
     /// Keeps the units counted (the same as dropping the reservation; says so in code).

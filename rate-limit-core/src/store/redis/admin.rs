@@ -4,6 +4,8 @@
 use redis::Value;
 
 use super::RedisStore;
+#[cfg(feature = "cluster")]
+use super::cluster::Sent;
 use super::error::{classify, store_error};
 use super::script::ScriptMode;
 #[cfg(feature = "cluster")]
@@ -27,7 +29,9 @@ impl RedisStore {
             };
             for m in c.masters().await.map_err(store_error)? {
                 let v: Value = c
-                    .send(super::cluster::Target::Node(m), true, |text| inv.cmd(text))
+                    .send(super::cluster::Target::Node(m), Sent::Script, |eval| {
+                        inv.cmd(eval)
+                    })
                     .await
                     .map_err(store_error)?;
                 decode(&v, 0)?;

@@ -7,6 +7,7 @@ use redis::Script;
 
 use super::batch::Batcher;
 use super::conn::Conn;
+use super::connect::Deployment;
 use super::deny::DenyCache;
 use super::script::{CHAIN_LUA, PACER_LUA, REFUND_LUA, SLOTS_LUA};
 use super::tls::Tls;
@@ -24,7 +25,7 @@ const DEFAULT_COALESCE: usize = 32;
 #[must_use]
 pub struct RedisStoreBuilder {
     nodes: Vec<String>,
-    cluster: bool,
+    deployment: Deployment,
     /// The primary's name, when `nodes` are Sentinels.
     sentinel_master: Option<String>,
     prefix: String,
@@ -144,7 +145,7 @@ impl RedisStoreBuilder {
             )?,
             _ => Conn::new(
                 &self.nodes,
-                self.cluster,
+                self.deployment,
                 self.connect_timeout,
                 self.response_timeout,
                 &self.tls,
@@ -152,7 +153,9 @@ impl RedisStoreBuilder {
         };
         let endpoint = match &self.sentinel_master {
             Some(master) => format!("{} ({master})", endpoint(&self.nodes, "redis-sentinel")),
-            None if self.cluster => endpoint(&self.nodes, "redis-cluster"),
+            None if self.deployment == Deployment::Cluster => {
+                endpoint(&self.nodes, "redis-cluster")
+            }
             None => endpoint(&self.nodes, "redis"),
         };
         let conn = Arc::new(conn);
@@ -197,7 +200,7 @@ fn endpoint(nodes: &[String], kind: &str) -> String {
 impl RedisStore {
     /// A store for one Redis server, e.g. `redis://127.0.0.1:6379/`.
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
-        Self::builder_for(vec![url.into()], false)
+        Self::builder_for(vec![url.into()], Deployment::Standalone)
     }
 
     /// A store for a Redis Cluster, from some of its nodes' URLs (feature `cluster`).
@@ -208,7 +211,10 @@ impl RedisStore {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Self::builder_for(nodes.into_iter().map(Into::into).collect(), true)
+        Self::builder_for(
+            nodes.into_iter().map(Into::into).collect(),
+            Deployment::Cluster,
+        )
     }
 
     /// A store for the primary that Redis Sentinels name `master`, from some of the
@@ -224,15 +230,18 @@ impl RedisStore {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let mut b = Self::builder_for(sentinels.into_iter().map(Into::into).collect(), false);
+        let mut b = Self::builder_for(
+            sentinels.into_iter().map(Into::into).collect(),
+            Deployment::Standalone,
+        );
         b.sentinel_master = Some(master.into());
         b
     }
 
-    fn builder_for(nodes: Vec<String>, cluster: bool) -> RedisStoreBuilder {
+    fn builder_for(nodes: Vec<String>, deployment: Deployment) -> RedisStoreBuilder {
         RedisStoreBuilder {
             nodes,
-            cluster,
+            deployment,
             sentinel_master: None,
             prefix: DEFAULT_PREFIX.to_owned(),
             connect_timeout: Duration::from_millis(500),

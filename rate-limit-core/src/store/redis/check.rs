@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::RedisStore;
 use super::SWEEP_EVERY;
 use super::deny::DenyCache;
 use super::keys;
-use super::lease::{self, Leftover, Take};
+use super::lease::{self, Leftover, Take, Taking, Units};
 use super::script::{ScriptMode, as_charged, mark_bans, push_lease};
+use super::{RedisStore, Refresh};
 use crate::chain::{Chain, ChainMode, Check};
 use crate::key::Key;
 use crate::protocol::lease::LeasedUnits;
@@ -105,7 +105,7 @@ impl RedisStore {
                     let Some(mut d) = ds.next() else { break };
                     times.push(remote_times.get(r).copied().unwrap_or(0));
                     let refused = !d.is_allowed();
-                    if let Some(&(_, units, at)) = grants.iter().find(|g| g.0 == r) {
+                    if let Some(&Granted { units, at, .. }) = grants.iter().find(|g| g.index == r) {
                         self.install(remote[r].key(), units, &d, at, sent);
                         d = d.plus_remaining(units);
                     }
@@ -142,8 +142,8 @@ impl RedisStore {
                 c.key(),
                 c.cost(),
                 now,
-                true,
-                true,
+                Taking::MayRefill,
+                Units::Reserved,
                 &mut leftovers,
                 &mut top_up,
             );
@@ -222,7 +222,7 @@ impl RedisStore {
             }) = store
                 .check_checks(checks, &[extra], ScriptMode::InOrder)
                 .await
-                && let (Some(d), Some(&(_, units, at))) = (ds.first(), grants.first())
+                && let (Some(d), Some(&Granted { units, at, .. })) = (ds.first(), grants.first())
             {
                 store.install(check.key(), units, d, at, sent);
             }
@@ -292,10 +292,17 @@ impl RedisStore {
         groups
     }
 
+    /// Gives back what the slot groups charged so far took, last first.
+    async fn refund_groups(&self, names: &[String], charged: &[Charged]) {
+        for c in charged.iter().rev() {
+            self.refund(&names[c.range.clone()], c.at, &c.args).await;
+        }
+    }
+
     /// Sends `checks` to Redis in order (on a Cluster, slot group by slot group), with
     /// `extras[i]` units asked for a lease by check `i` (empty: none). Returns the
     /// decisions with the server time of each, and, when the chain was admitted, what its
-    /// leases were granted: (check index, units, server time).
+    /// leases were granted.
     async fn check_checks(
         &self,
         checks: &[Check],
@@ -336,17 +343,19 @@ impl RedisStore {
                     }
                     // One node failed: say which, look at the slot map again soon, and give
                     // back what the groups before it charged (in order, nothing may stay).
-                    self.refresh_topology(true);
+                    self.refresh_topology(Refresh::Urgent);
                     if mode == ScriptMode::InOrder {
-                        for c in charged.iter().rev() {
-                            self.refund(&names[c.range.clone()], c.at, &c.args).await;
-                        }
+                        self.refund_groups(&names, &charged).await;
                     }
                     return Err(self.in_domain_of(e, slot));
                 }
             };
             for &(i, units) in &grants {
-                granted.push((g.start + i, units, now));
+                granted.push(Granted {
+                    index: g.start + i,
+                    units,
+                    at: now,
+                });
                 if let Some(kept) = &mut kept {
                     // A refund gives back the grant too.
                     as_charged(&mut kept[i * 4..i * 4 + 4], units);
@@ -357,15 +366,8 @@ impl RedisStore {
             decisions.extend(ds);
             if refused && mode == ScriptMode::InOrder {
                 // Give back what earlier groups took; report them as uncharged.
-                for c in charged.iter().rev() {
-                    self.refund(&names[c.range.clone()], c.at, &c.args).await;
-                    for (i, d) in decisions[c.range.clone()].iter_mut().enumerate() {
-                        let at = c.range.start + i;
-                        // What it charged (a lease's grant too) is back.
-                        let grant = granted.iter().find(|g| g.0 == at).map_or(0, |g| g.1);
-                        *d = d.plus_remaining(checks[at].cost().saturating_add(grant));
-                    }
-                }
+                self.refund_groups(&names, &charged).await;
+                uncharge(&mut decisions, &charged, &granted, checks);
                 granted.clear();
                 break;
             }
@@ -394,8 +396,8 @@ struct GroupAnswers {
     decisions: Vec<Decision>,
     /// The server time of each decision (its slot group's node's clock).
     times: Vec<u64>,
-    /// What the chain's leases were granted: (check index, units, server time).
-    granted: Vec<(usize, u64, u64)>,
+    /// What the chain's leases were granted.
+    granted: Vec<Granted>,
 }
 
 impl GroupAnswers {
@@ -465,4 +467,34 @@ struct Charged {
     at: u64,
     /// Its arguments, as charged (a lease's grant included).
     args: Vec<u64>,
+}
+
+/// Units a check's lease was granted in a call.
+#[derive(Debug, Clone, Copy)]
+struct Granted {
+    /// The check's position in the chain.
+    index: usize,
+    units: u64,
+    /// The server time of the grant.
+    at: u64,
+}
+
+/// Reports the checks of groups given back as uncharged: what each charged (a lease's grant
+/// too) is back.
+fn uncharge(
+    decisions: &mut [Decision],
+    charged: &[Charged],
+    granted: &[Granted],
+    checks: &[Check],
+) {
+    for c in charged {
+        for (i, d) in decisions[c.range.clone()].iter_mut().enumerate() {
+            let at = c.range.start + i;
+            let grant = granted
+                .iter()
+                .find(|g| g.index == at)
+                .map_or(0, |g| g.units);
+            *d = d.plus_remaining(checks[at].cost().saturating_add(grant));
+        }
+    }
 }

@@ -26,9 +26,11 @@ use redis::{
     RedisResult, ServerErrorKind, Value,
 };
 
+use super::Refresh;
 use super::connect::manager_config;
 use super::error::url_error;
 use super::keys;
+use super::script::Eval;
 use super::tls::Tls;
 use super::topology::{Map, Topology};
 use crate::error::ConfigError;
@@ -46,6 +48,16 @@ pub(super) enum Target {
     Slot(Option<u16>),
     /// One node, by `host:port`.
     Node(Arc<str>),
+}
+
+/// What a Cluster call sends: a script, re-sent with its text after `NOSCRIPT`, or a plain
+/// command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sent {
+    /// A script ([`Invocation::cmd`](super::script::Invocation::cmd)).
+    Script,
+    /// A plain command.
+    Command,
 }
 
 pub(in crate::store::redis) struct Cluster {
@@ -209,10 +221,10 @@ impl Cluster {
         false
     }
 
-    /// Reads the slot map again in the background when it is due (`urgent`: after a
-    /// failure or a redirection). Never on a request's path.
-    pub(super) fn refresh(self: &Arc<Self>, urgent: bool) {
-        if !self.topology.claim(urgent) {
+    /// Reads the slot map again in the background when it is due (sooner after a failure
+    /// or a redirection). Never on a request's path.
+    pub(super) fn refresh(self: &Arc<Self>, refresh: Refresh) {
+        if !self.topology.claim(refresh) {
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -252,10 +264,10 @@ impl Cluster {
     pub(super) async fn send<T: FromRedisValue>(
         self: &Arc<Self>,
         target: Target,
-        script: bool,
-        make: impl Fn(bool) -> Cmd,
+        sent: Sent,
+        make: impl Fn(Eval) -> Cmd,
     ) -> RedisResult<T> {
-        let mut text = false;
+        let mut eval = Eval::BySha;
         let mut ask: Option<Arc<str>> = None;
         // After `MOVED`, the node it named: the re-send goes there, not where the map says
         // (a background read of the map that began before the move may have put the old
@@ -269,7 +281,7 @@ impl Cluster {
                 (None, None) => self.resolve(&target).await?,
             };
             let mut con = self.node(&addr)?;
-            let cmd = make(text);
+            let cmd = make(eval);
             let answer: RedisResult<Value> = if ask.is_some() {
                 asking(&mut con, &cmd).await
             } else {
@@ -286,7 +298,9 @@ impl Cluster {
                 _ => return Err(e),
             };
             match kind {
-                ServerErrorKind::NoScript if script && !text => text = true,
+                ServerErrorKind::NoScript if sent == Sent::Script && eval == Eval::BySha => {
+                    eval = Eval::WithText;
+                }
                 ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain
                     if redirects < MAX_REDIRECTS =>
                 {
@@ -294,7 +308,7 @@ impl Cluster {
                     match (kind, e.redirect_node()) {
                         (ServerErrorKind::Moved, Some((to, slot))) => {
                             self.topology.patch(slot, to);
-                            self.refresh(true);
+                            self.refresh(Refresh::Urgent);
                             // A command for one node by name is not followed elsewhere.
                             if let Target::Node(_) = target {
                                 return Err(e);
@@ -313,7 +327,7 @@ impl Cluster {
                 ServerErrorKind::Moved
                 | ServerErrorKind::ReadOnly
                 | ServerErrorKind::ClusterDown => {
-                    self.refresh(true);
+                    self.refresh(Refresh::Urgent);
                     return Err(e);
                 }
                 _ => return Err(e),

@@ -8,9 +8,11 @@ use redis::{Cmd, FromRedisValue, IntoConnectionInfo, RedisResult, ServerErrorKin
 
 use crate::error::ConfigError;
 
-use super::connect::manager_config;
+#[cfg(feature = "cluster")]
+use super::cluster::Sent;
+use super::connect::{Deployment, manager_config};
 use super::error::url_error;
-use super::script::Invocation;
+use super::script::{Eval, Invocation};
 use super::tls::Tls;
 
 pub(super) enum Conn {
@@ -24,12 +26,12 @@ pub(super) enum Conn {
 impl Conn {
     pub(super) fn new(
         nodes: &[String],
-        cluster: bool,
+        deployment: Deployment,
         connect_timeout: Duration,
         response_timeout: Duration,
         tls: &Tls,
     ) -> Result<Self, ConfigError> {
-        if cluster {
+        if deployment == Deployment::Cluster {
             #[cfg(feature = "cluster")]
             return super::cluster::Cluster::new(nodes, connect_timeout, response_timeout, tls)
                 .map(Self::Cluster);
@@ -83,8 +85,10 @@ impl Conn {
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 use super::cluster::{Target, slot_of};
-                c.send(Target::Slot(slot_of(inv.keys)), true, |text| inv.cmd(text))
-                    .await
+                c.send(Target::Slot(slot_of(inv.keys)), Sent::Script, |eval| {
+                    inv.cmd(eval)
+                })
+                .await
             }
             // Boxed: the Sentinel client's connect future is deep enough to overflow the
             // compiler's query depth in crates that nest this store's futures further.
@@ -111,7 +115,7 @@ impl Conn {
             Self::Cluster(c) => {
                 use super::cluster::Target;
                 let slot = super::keys::hash_slot(name);
-                c.send(Target::Slot(Some(slot)), false, |_| cmd.clone())
+                c.send(Target::Slot(Some(slot)), Sent::Command, |_| cmd.clone())
                     .await
             }
             #[cfg(feature = "sentinel")]
@@ -150,7 +154,7 @@ impl Conn {
                     let mut cursor = 0;
                     loop {
                         let (next, names): (u64, Vec<String>) = c
-                            .send(Target::Node(m.clone()), false, |_| page(cursor))
+                            .send(Target::Node(m.clone()), Sent::Command, |_| page(cursor))
                             .await?;
                         out.extend(names);
                         cursor = next;
@@ -186,7 +190,10 @@ impl Conn {
                 use super::cluster::Target;
                 let mut all = Vec::new();
                 for m in c.masters().await? {
-                    all.push(c.send(Target::Node(m), false, |_| cmd.clone()).await?);
+                    all.push(
+                        c.send(Target::Node(m), Sent::Command, |_| cmd.clone())
+                            .await?,
+                    );
                 }
                 Value::Array(all)
             }
@@ -208,9 +215,9 @@ where
     C: redis::aio::ConnectionLike + Send,
     T: FromRedisValue,
 {
-    match inv.cmd(false).query_async(con).await {
+    match inv.cmd(Eval::BySha).query_async(con).await {
         Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
-            inv.cmd(true).query_async(con).await
+            inv.cmd(Eval::WithText).query_async(con).await
         }
         other => other,
     }

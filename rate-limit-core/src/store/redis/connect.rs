@@ -4,6 +4,15 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
 
+/// What the store's URLs name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Deployment {
+    /// One server (or Sentinel's primary).
+    Standalone,
+    /// The seed nodes of a Redis Cluster.
+    Cluster,
+}
+
 /// A server's connection settings: the timeouts, and reconnection attempts but never
 /// command replays (a failed command is never resent).
 pub(super) fn manager_config(

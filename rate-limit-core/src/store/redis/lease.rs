@@ -164,9 +164,10 @@ impl SliceEntry {
         }
     }
 
-    /// Removes the parts that ended by `now` (every part with `all`) into `out`; a part
-    /// that ends with units left halves the next slice.
-    fn end_parts(&mut self, now: Instant, all: bool, out: &mut Vec<Leftover>) {
+    /// Removes the parts that ended by `now` (every part with [`Parts::All`]) into `out`; a
+    /// part that ends with units left halves the next slice.
+    fn end_parts(&mut self, now: Instant, parts: Parts, out: &mut Vec<Leftover>) {
+        let all = parts == Parts::All;
         let Some(s) = &mut self.slice else { return };
         let before = out.len();
         let mut kept = VecDeque::with_capacity(s.parts.len());
@@ -210,6 +211,39 @@ pub(super) struct Leases {
     pub(super) sweeping: AtomicBool,
 }
 
+/// Which parts of a slice end now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    /// Those whose lifetime is over.
+    Ended,
+    /// Every part: the limit changed.
+    All,
+}
+
+impl Parts {
+    fn if_changed(changed: bool) -> Self {
+        if changed { Self::All } else { Self::Ended }
+    }
+}
+
+/// What a take may change besides the units it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Taking {
+    /// Answering from memory, no call to follow: nothing changes unless the units are there.
+    LocalOnly,
+    /// A call to Redis may follow: ended parts end, hits count, and a refill may begin.
+    MayRefill,
+}
+
+/// Whether a local take is spent at once or waits for the rest of its chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Units {
+    /// Spent: the chain has no other check.
+    Final,
+    /// Held until the chain is admitted ([`Leases::commit`]) or not ([`Leases::release`]).
+    Reserved,
+}
+
 impl Leases {
     pub(super) fn new() -> Self {
         Self {
@@ -226,30 +260,32 @@ impl Leases {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes `cost` units of `key`'s slice, or says how to ask Redis. With `refill` false
-    /// nothing changes unless the units are there (the answer is then `Plain`); with it,
-    /// ended parts' unused units come back in `leftovers`.
+    /// Takes `cost` units of `key`'s slice, or says how to ask Redis. With
+    /// [`Taking::LocalOnly`] nothing changes unless the units are there (the answer is then
+    /// `Plain`); with [`Taking::MayRefill`], ended parts' unused units come back in
+    /// `leftovers`.
     ///
     /// When a local take leaves the slice under half its size and no refill is in flight,
     /// `top_up` is set to the units to ask for ahead of need (the caller sends that request,
     /// or ends the refill it began).
     ///
-    /// With `reserve`, a local take must be [`commit`](Self::commit)ted or
-    /// [`release`](Self::release)d; without, it is final.
+    /// A [`Units::Reserved`] local take must be [`commit`](Self::commit)ted or
+    /// [`release`](Self::release)d; a [`Units::Final`] one is spent.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn take(
         &self,
         key: &Key,
         cost: u64,
         now: Instant,
-        refill: bool,
-        reserve: bool,
+        taking: Taking,
+        units: Units,
         leftovers: &mut Vec<Leftover>,
         top_up: &mut Option<(u64, Refill)>,
     ) -> Take {
         let Some((max_slice, lifetime)) = key.limit().lease() else {
             return Take::Plain;
         };
+        let refill = taking == Taking::MayRefill;
         let digest = key.digest();
         let params = key.params();
         let mut shard = self.shard(digest);
@@ -265,7 +301,7 @@ impl Leases {
         if refill {
             entry.seen = now;
             let changed = entry.slice.as_ref().is_some_and(|s| s.params != params);
-            entry.end_parts(now, changed, leftovers);
+            entry.end_parts(now, Parts::if_changed(changed), leftovers);
         }
         if let Some(s) = &mut entry.slice
             && s.params == params
@@ -281,7 +317,7 @@ impl Leases {
                 at: p.at,
                 params,
             };
-            entry.pending += u32::from(reserve);
+            entry.pending += u32::from(units == Units::Reserved);
             let live = s.live(now);
             let elapsed =
                 u64::try_from(now.duration_since(s.taken).as_micros()).unwrap_or(u64::MAX);
@@ -384,7 +420,7 @@ impl Leases {
             .entry(digest)
             .or_insert_with(|| SliceEntry::new(g.sent));
         let changed = entry.slice.as_ref().is_some_and(|s| s.params != params);
-        entry.end_parts(g.sent, changed, &mut out);
+        entry.end_parts(g.sent, Parts::if_changed(changed), &mut out);
         if let Some(s) = &mut entry.slice {
             // Spent parts go (a reservation put back later brings its part back).
             s.parts.retain(|p| p.units > 0);
@@ -421,7 +457,7 @@ impl Leases {
         for shard in &*self.shards {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
             shard.retain(|_, e| {
-                e.end_parts(now, false, out);
+                e.end_parts(now, Parts::Ended, out);
                 e.slice.as_ref().is_some_and(|s| !s.parts.is_empty())
                     || e.pending > 0
                     || e.refilling.is_some()

@@ -40,8 +40,17 @@ use check::Held;
 use conn::Conn;
 use deny::DenyCache;
 use error::{bad_answer, store_error};
-use lease::{Leases, Take};
+use lease::{Leases, Take, Taking, Units};
 use script::{Invocation, REFUND_LUA, ScriptMode, mark_bans, push_lease, push_params};
+
+/// When a Cluster's slot map is read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refresh {
+    /// On its schedule.
+    WhenDue,
+    /// Soon: a node failed or redirected a command.
+    Urgent,
+}
 
 /// How often ended slices' unused units are looked for, while slices exist.
 const SWEEP_EVERY: Duration = Duration::from_millis(10);
@@ -207,15 +216,15 @@ impl RedisStore {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Reads the Cluster's slot map again in the background when it is due (`urgent`: after
+    /// Reads the Cluster's slot map again in the background when it is due (sooner after
     /// a failure). Never on a request's path.
-    fn refresh_topology(&self, urgent: bool) {
+    fn refresh_topology(&self, refresh: Refresh) {
         #[cfg(feature = "cluster")]
         if let Some(c) = self.inner.conn.cluster() {
-            c.refresh(urgent);
+            c.refresh(refresh);
         }
         #[cfg(not(feature = "cluster"))]
-        let _ = urgent;
+        let _ = refresh;
     }
 
     /// `e`, marked with the failure domain of the node owning hash slot `slot` (on a
@@ -318,12 +327,17 @@ impl Store for RedisStore {
         let mut taken = Vec::new();
         for (i, c) in checks.iter().enumerate() {
             let mut top_up = None;
+            let units = if reserve {
+                Units::Reserved
+            } else {
+                Units::Final
+            };
             let take = leases.take(
                 c.key(),
                 c.cost(),
                 now,
-                false,
-                reserve,
+                Taking::LocalOnly,
+                units,
                 &mut Vec::new(),
                 &mut top_up,
             );
@@ -354,7 +368,7 @@ impl Store for RedisStore {
         if !self.inner.conn.is_cluster() {
             return Domains::WHOLE;
         }
-        self.refresh_topology(false);
+        self.refresh_topology(Refresh::WhenDue);
         self.hash_slot_domains(
             chain
                 .checks()

@@ -56,10 +56,20 @@ pub(super) struct Invocation<'a> {
     pub(super) args: &'a [u64],
 }
 
+/// How a script is sent: by its SHA (the script cache), or with its text (after
+/// `NOSCRIPT`: Redis lost the cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Eval {
+    /// `EVALSHA`.
+    BySha,
+    /// `EVAL` with the script's text.
+    WithText,
+}
+
 impl Invocation<'_> {
-    /// `EVALSHA sha …`, or with `text`, `EVAL script …`.
-    pub(super) fn cmd(&self, text: bool) -> redis::Cmd {
-        let mut cmd = if text {
+    /// `EVALSHA sha …`, or `EVAL script …`.
+    pub(super) fn cmd(&self, eval: Eval) -> redis::Cmd {
+        let mut cmd = if eval == Eval::WithText {
             let mut c = redis::cmd("EVAL");
             c.arg(self.code);
             c

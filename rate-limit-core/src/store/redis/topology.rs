@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use redis::Value;
 
+use super::Refresh;
 use super::keys::crc16;
 use crate::protocol::Domains;
 
@@ -218,8 +219,9 @@ impl Topology {
             .number(map);
     }
 
-    /// Whether to read the map again now (`urgent` after a failure); claims the refresh.
-    pub(super) fn claim(&self, urgent: bool) -> bool {
+    /// Whether to read the map again now (sooner when urgent); claims the refresh.
+    pub(super) fn claim(&self, refresh: Refresh) -> bool {
+        let urgent = refresh == Refresh::Urgent;
         let now = self.now_us().saturating_add(1);
         let last = self.asked.load(Ordering::Relaxed);
         let since = now.saturating_sub(last);
