@@ -4,8 +4,10 @@
 //! `sliding-window`, `fixed-window`), `BENCH_LIMIT` (default 1 000 000: never reached),
 //! `BENCH_WINDOW_MS` (default 1 000), `BENCH_LEASE` (unset or `0`: off; `1`: the limit is
 //! leased in slices of up to 1 000 units for 50 ms — a hot key at 50 000 requests per
-//! second spends that in 20 ms; a larger number: slices of up to that many), `REDIS_URL` (unset: the memory store). The default rate-limit headers are on, as
-//! a real deployment would send them.
+//! second spends that in 20 ms; a larger number: slices of up to that many), `REDIS_URL`
+//! (unset: the memory store), `BENCH_HEADERS` (unset: the default headers, as a real
+//! deployment sends them; `ietf`: the IETF pair only, `RateLimit-Policy` and `RateLimit`;
+//! `trio`; `none`), `BENCH_RULES` (default 1: rules on the same key, each its own limit).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -14,7 +16,7 @@ use axum::Router;
 use axum::routing::get;
 use rate_limit_core::{ConfigError, Limit, Limiter, PrincipalKind};
 use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use rate_limit_tower::{Answering, HeaderStyle, RateLimitLayer, Rule};
 
 /// The server's settings.
 #[derive(Debug, Clone)]
@@ -29,6 +31,10 @@ pub struct BenchConfig {
     pub lease: u64,
     /// Where to count (`REDIS_URL`, `REDIS_CLUSTER`, `REDIS_SENTINEL`; none: memory).
     pub store: crate::StoreEnv,
+    /// The rate-limit headers sent (`BENCH_HEADERS`).
+    pub headers: HeaderStyle,
+    /// How many rules (`BENCH_RULES`, at least 1), each a limit of its own on the key.
+    pub rules: usize,
 }
 
 impl Default for BenchConfig {
@@ -39,6 +45,8 @@ impl Default for BenchConfig {
             window_ms: 1_000,
             lease: 0,
             store: crate::StoreEnv::Memory,
+            headers: HeaderStyle::default(),
+            rules: 1,
         }
     }
 }
@@ -63,17 +71,29 @@ impl BenchConfig {
                 n => n,
             },
             store: crate::StoreEnv::from_env()?,
+            headers: match std::env::var("BENCH_HEADERS").as_deref() {
+                Ok("ietf") => HeaderStyle::Ietf,
+                Ok("trio") => HeaderStyle::Trio,
+                Ok("none") => HeaderStyle::None,
+                _ => d.headers,
+            },
+            rules: usize::try_from(num("BENCH_RULES", 1)).unwrap_or(1).max(1),
         })
     }
 
     /// The limit these settings describe.
     pub fn limit(&self) -> Result<Limit, ConfigError> {
+        self.limit_named("bench")
+    }
+
+    /// The limit these settings describe, under another name.
+    fn limit_named(&self, name: &str) -> Result<Limit, ConfigError> {
         let w = Duration::from_millis(self.window_ms);
         let limit = match self.algorithm.as_str() {
-            "sliding-window" => Limit::sliding_window("bench", self.limit, w),
-            "fixed-window" => Limit::fixed_window("bench", self.limit, w),
+            "sliding-window" => Limit::sliding_window(name, self.limit, w),
+            "fixed-window" => Limit::fixed_window(name, self.limit, w),
             _ => Limit::token_bucket(
-                "bench",
+                name,
                 self.limit.min(u64::from(u32::MAX)),
                 self.limit.min(u64::from(u32::MAX)),
                 w,
@@ -89,13 +109,19 @@ impl BenchConfig {
 /// The limited app.
 pub fn app(cfg: &BenchConfig) -> Result<Router, ConfigError> {
     let store = cfg.store.build()?;
-    let layer = RateLimitLayer::new(Limiter::new(store)).rule(Rule::new(
-        cfg.limit()?,
-        HeaderKey::new(
-            http::HeaderName::from_static("x-key"),
-            PrincipalKind::custom("key")?,
-        ),
-    ));
+    let key = HeaderKey::new(
+        http::HeaderName::from_static("x-key"),
+        PrincipalKind::custom("key")?,
+    );
+    let mut layer = RateLimitLayer::new(Limiter::new(store))
+        .answering(Answering::new().headers(cfg.headers))
+        .rule(Rule::new(cfg.limit()?, key.clone()));
+    for i in 1..cfg.rules {
+        layer = layer.rule(Rule::new(
+            cfg.limit_named(&format!("bench-{i}"))?,
+            key.clone(),
+        ));
+    }
     Ok(Router::new()
         .route("/", get(|| async { "ok" }))
         .layer(layer))

@@ -290,6 +290,7 @@ async fn a_flood_from_one_refused_key_costs_redis_one_command() {
         window_ms: 3_600_000,
         lease: 0,
         store: rate_limit_examples::StoreEnv::Redis(redis.url()),
+        ..BenchConfig::default()
     };
     let server = Server::start(app(&cfg).unwrap()).await.unwrap();
     let http = client();

@@ -82,11 +82,15 @@ impl Peer {
     /// `Redis` counts in the Redis at `redis_url`.
     pub(crate) fn router(self, refused: bool, redis_url: Option<&str>) -> Router {
         let ours = |redis_url: Option<&str>, lease: u64| {
+            let env = BenchConfig::from_env().unwrap_or_default();
             let cfg = BenchConfig {
                 store: redis_url.map_or(rate_limit_examples::StoreEnv::Memory, |u| {
                     rate_limit_examples::StoreEnv::Redis(u.to_owned())
                 }),
                 lease,
+                // The header style and the number of rules, as bench-server reads them.
+                headers: env.headers,
+                rules: env.rules,
                 ..BenchConfig::default()
             };
             app(&if refused {

@@ -1,0 +1,89 @@
+//! A guard on the hot path: heap allocations per allowed request through the layer on the
+//! memory store, over bare axum, counted by a counting global allocator (`stats_alloc`).
+//!
+//! The count is deterministic: one thread, keys seen before the measured requests, no
+//! background task. The bounds are the figures reached (issue "The hot path"); a change
+//! that adds an allocation to every request fails here, and one that removes some should
+//! lower the bound.
+
+use std::alloc::System;
+
+use axum::Router;
+use axum::body::Body;
+use http::Request;
+use http_body_util::BodyExt;
+use rate_limit_examples::bench_server::{BenchConfig, app, bare_app};
+use rate_limit_tower::HeaderStyle;
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use tower::ServiceExt;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Keys the measured requests walk (each seen once before measuring).
+const KEYS: usize = 100;
+/// Measured requests per case.
+const REQUESTS: usize = 1_000;
+
+/// The most allocations the layer may add to an allowed request: with the default headers
+/// (the trio and the IETF pair), and with the IETF pair only.
+const MAX_EXTRA_DEFAULT: f64 = 11.0;
+const MAX_EXTRA_IETF: f64 = 11.0;
+
+fn request(i: usize) -> Request<Body> {
+    Request::builder()
+        .uri("/")
+        .header("x-key", format!("k{}", i % KEYS))
+        .body(Body::empty())
+        .expect("a valid request")
+}
+
+/// Allocations per request of `router`, after one warm pass over the keys.
+async fn allocations_per_request(router: Router) -> f64 {
+    for i in 0..KEYS {
+        let r = router
+            .clone()
+            .oneshot(request(i))
+            .await
+            .expect("infallible");
+        assert!(r.status().is_success(), "{}", r.status());
+        let _ = r.into_body().collect().await;
+    }
+    let requests: Vec<_> = (0..REQUESTS).map(request).collect();
+    let region = Region::new(GLOBAL);
+    for req in requests {
+        let r = router.clone().oneshot(req).await.expect("infallible");
+        let _ = r.into_body().collect().await;
+    }
+    let change = region.change();
+    change.allocations as f64 / REQUESTS as f64
+}
+
+fn ours(headers: HeaderStyle) -> Router {
+    app(&BenchConfig {
+        headers,
+        ..BenchConfig::default()
+    })
+    .expect("a valid bench config")
+}
+
+#[test]
+fn an_allowed_request_through_the_layer_allocates_no_more_than_its_bound() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let bare = rt.block_on(allocations_per_request(bare_app()));
+    let default = rt.block_on(allocations_per_request(ours(HeaderStyle::default()))) - bare;
+    let ietf = rt.block_on(allocations_per_request(ours(HeaderStyle::Ietf))) - bare;
+    println!(
+        "allocations per allowed request over bare axum ({bare:.1}): default headers {default:.1}, IETF pair {ietf:.1}"
+    );
+    assert!(
+        default <= MAX_EXTRA_DEFAULT,
+        "default headers: {default:.1} allocations over bare axum (bound {MAX_EXTRA_DEFAULT})"
+    );
+    assert!(
+        ietf <= MAX_EXTRA_IETF,
+        "IETF pair: {ietf:.1} allocations over bare axum (bound {MAX_EXTRA_IETF})"
+    );
+}
