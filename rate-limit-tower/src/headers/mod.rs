@@ -336,11 +336,12 @@ impl RateLimitInfo {
                     0
                 },
         );
-        // Five headers, plus one: axum's router adds `content-length` after every layer. A
-        // handler's map usually holds one header in 8 slots (room for 6), so it has to grow
-        // once either way; growing here, before these are inserted, rehashes one entry
-        // instead of six when `content-length` would overflow it.
-        headers.reserve(6);
+        // Our headers, plus one: axum's router adds `content-length` after every layer. A
+        // handler's map usually holds one header in 8 slots (room for 6): with all five it
+        // has to grow once either way, and growing here, before these are inserted, rehashes
+        // one entry instead of six when `content-length` would overflow it; with the IETF
+        // pair alone it need not grow at all.
+        headers.reserve(3 * usize::from(trio) + 2 * usize::from(ietf) + 1);
         if trio {
             let h = self.headline();
             for (name, n) in [
