@@ -235,7 +235,7 @@ impl Answering {
                 };
                 if d.is_allowed() {
                     for n in names {
-                        metrics::count("rate_limit_allowed_total", n);
+                        metrics::count_shared("rate_limit_allowed_total", n);
                     }
                     return Verdict::Proceed(Some(info));
                 }

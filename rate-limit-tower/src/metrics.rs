@@ -21,6 +21,11 @@ mod on {
         metrics::counter!(name, "limit" => limit.to_owned()).increment(1);
     }
 
+    /// [`count`] with the limit's shared name: no copy of it (the allowed path's counter).
+    pub(crate) fn count_shared(name: &'static str, limit: &std::sync::Arc<str>) {
+        metrics::counter!(name, "limit" => std::sync::Arc::clone(limit)).increment(1);
+    }
+
     pub(crate) fn count2(name: &'static str, limit: &str, key: &'static str, value: &'static str) {
         metrics::counter!(name, "limit" => limit.to_owned(), key => value).increment(1);
     }
@@ -34,9 +39,10 @@ mod on {
 mod on {
 
     pub(crate) fn count(_: &'static str, _: &str) {}
+    pub(crate) fn count_shared(_: &'static str, _: &std::sync::Arc<str>) {}
     pub(crate) fn count2(_: &'static str, _: &str, _: &'static str, _: &'static str) {}
 }
 
 #[cfg(feature = "metrics")]
 pub(crate) use on::latency;
-pub(crate) use on::{count, count2};
+pub(crate) use on::{count, count_shared, count2};
