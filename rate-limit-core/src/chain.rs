@@ -91,11 +91,9 @@ impl Chain {
     /// [`PrincipalKind::may_be_banned`](crate::PrincipalKind::may_be_banned)): such a chain is
     /// a setup error, which the Tower layer and the axum crate answer with a 500.
     pub fn unowned_ban(&self) -> Option<&Check> {
-        self.checks().iter().find(|c| {
-            let key = c.key();
-            key.limit().kind() == crate::limit::AlgorithmKind::Ban
-                && !key.principal().kind().may_be_banned()
-        })
+        self.checks()
+            .iter()
+            .find(|c| !c.key().limit().may_name(c.key().principal()))
     }
 
     /// An empty chain in [`ChainMode::InOrder`].

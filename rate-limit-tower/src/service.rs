@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::header::ORIGIN;
 use http::{Request, Response};
-use rate_limit_core::{AlgorithmKind, Chain, Check};
+use rate_limit_core::{Chain, Check};
 use tower_service::Service;
 
 use crate::answer::accepts_html;
@@ -100,7 +100,7 @@ where
         let mut chain = Chain::new().mode(shared.mode);
         for rule in &shared.rules {
             match rule.key.extract(&parts) {
-                Ok(p) if rule.limit.kind() == AlgorithmKind::Ban && !p.kind().may_be_banned() => {
+                Ok(p) if !rule.limit.may_name(&p) => {
                     return rejected(&not_owned(rule.limit.name(), &p), ctx);
                 }
                 Ok(p) => chain.push(Check::new(rule.limit.key(p), rule.cost)),

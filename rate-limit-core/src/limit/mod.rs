@@ -273,6 +273,12 @@ impl Limit {
         self.inner.kind
     }
 
+    /// Whether this limit may count `principal`: any limit any principal, but a ban only
+    /// one the requester controls ([`PrincipalKind::may_be_banned`](crate::PrincipalKind::may_be_banned)).
+    pub fn may_name(&self, principal: &crate::principal::Principal) -> bool {
+        self.kind() != AlgorithmKind::Ban || principal.kind().may_be_banned()
+    }
+
     /// The quota per window, or the bucket's capacity.
     pub fn quota(&self) -> u64 {
         match self.params() {

@@ -27,7 +27,9 @@ pub struct LimiterBuilder<S> {
 }
 
 impl<S: Store> LimiterBuilder<S> {
-    /// The store's name in logs and metrics (default `store`), e.g. `redis`.
+    /// The store's name in logs and metrics (default: the store's
+    /// [`describe`](crate::AnyStore::describe), e.g. `redis 10.0.0.5:6379`, for
+    /// [`Limiter::builder`]; `store` for [`Limiter::builder_with_store`]).
     pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.name = name.into();
         self

@@ -78,6 +78,9 @@ fn only_principals_the_requester_controls_may_be_banned() {
     let min = Duration::from_secs(60);
     let ban = Limit::ban("ban", 3, min, min).unwrap();
     let ip = Principal::ip("192.0.2.1".parse().unwrap());
+    let ann = Principal::user("ann");
+    let window = Limit::fixed_window("w", 3, min).unwrap();
+    assert!(ban.may_name(&ip) && !ban.may_name(&ann) && window.may_name(&ann));
     assert!(Chain::new().check(&ban, ip).unowned_ban().is_none());
     let account = Chain::new().check(&ban, Principal::user("ann"));
     assert_eq!(
