@@ -17,6 +17,7 @@ use crate::body::ResponseBody;
 use crate::headers::RateLimitInfo;
 #[cfg(feature = "metrics")]
 use crate::metrics;
+use crate::nesting;
 use crate::response;
 use crate::shared::{Ctx, Next, Shared};
 
@@ -291,7 +292,7 @@ where
                     ctx,
                 } => {
                     // An error (no response) keeps a reservation counted.
-                    let resp = ready!(fut.poll(cx))?;
+                    let resp = ready!(nesting::below(|| fut.poll(cx)))?;
                     let pending = reservation
                         .take()
                         .and_then(|r| shared.not_counted(r, &resp))
@@ -378,7 +379,7 @@ where
         }
         Next::Proceed(info) => match (inner.take(), req.take()) {
             (Some(mut svc), Some(req)) => FutureKind::Call {
-                fut: svc.call(req),
+                fut: nesting::below(|| svc.call(req)),
                 info: shared.with_slots(info, &slots),
                 reservation,
                 slots,

@@ -90,6 +90,8 @@ impl RateLimitLayer {
                 holding: Holding::default(),
                 in_flight: Vec::new(),
                 access: None,
+                info_extension: false,
+                policy_cache: crate::headers::PolicyCache::default(),
             }),
         }
     }
@@ -176,6 +178,18 @@ impl RateLimitLayer {
     /// too (default: they pass untouched).
     pub fn limit_preflights(self, on: bool) -> Self {
         self.edit(|s| s.limit_preflights = on)
+    }
+
+    /// Whether every admitted response carries the decision as [`RateLimitInfo`] in its
+    /// extensions, for a middleware of your own outside this layer to read (default: no).
+    ///
+    /// Refusals always carry it, and so does an admitted response on its way out through
+    /// another `RateLimitLayer` (which merges it into its headers: see the crate docs);
+    /// otherwise it is left out, as it costs three allocations per request.
+    ///
+    /// [`RateLimitInfo`]: crate::RateLimitInfo
+    pub fn info_extension(self, on: bool) -> Self {
+        self.edit(|s| s.info_extension = on)
     }
 
     /// The limiter (store, timeout, fallback) this layer counts with.

@@ -16,9 +16,11 @@
 //! - **No principal**: the extractor decides — `400`, `401` with `WWW-Authenticate`, or a
 //!   fallback extractor — never a shared empty key.
 //!
-//! The decision goes into the response's extensions as [`RateLimitInfo`]. With two layers
-//! (a global guard with `Router::layer` outside a route's rules) the outer one merges both
-//! views, so the headers describe the more restrictive limit whichever layer ran last.
+//! A refusal carries the decision in the response's extensions as [`RateLimitInfo`]; an
+//! admitted response carries it when asked ([`RateLimitLayer::info_extension`]). With two
+//! layers (a global guard with `Router::layer` outside a route's rules) the inner one leaves
+//! it for the outer one, which merges both views, so the headers describe the more
+//! restrictive limit whichever layer ran last.
 //!
 //! Exempt paths, CORS preflights, shadow mode and header styles: see
 //! [`RateLimitLayer`]. With tower-http's `CorsLayer` outside the limiter, pass
@@ -59,6 +61,7 @@ mod future;
 pub mod headers;
 mod layer;
 mod metrics;
+mod nesting;
 mod response;
 mod rule;
 mod service;

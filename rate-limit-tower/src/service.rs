@@ -14,6 +14,7 @@ use crate::body::ResponseBody;
 use crate::extract::Rejection;
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::headers;
+use crate::nesting;
 use crate::response;
 use crate::rule::not_owned;
 use crate::shared::{Ctx, Next, Shared};
@@ -76,8 +77,9 @@ where
             return ResponseFuture::pass(self.inner.call(req));
         }
         let ctx = Ctx {
-            wants_html: accepts_html(req.headers()),
+            wants_html: shared.answering.redirect.is_some() && accepts_html(req.headers()),
             origin: req.headers().contains_key(ORIGIN),
+            record: shared.info_extension || nesting::under_another_layer(),
         };
         let (parts, body) = req.into_parts();
         if let Some(access) = &shared.access {
@@ -140,7 +142,7 @@ where
                     ResponseFuture::ready(resp)
                 }
                 Next::Proceed(info) => ResponseFuture::call(
-                    self.inner.call(req),
+                    nesting::below(|| self.inner.call(req)),
                     info,
                     reservation,
                     Vec::new(),

@@ -34,6 +34,10 @@ pub(crate) struct Shared {
     pub(crate) in_flight: Vec<InFlightRule>,
     /// Requests held for a delayed limit (see [`RateLimitLayer::max_held`](crate::RateLimitLayer::max_held)).
     pub(crate) holding: Holding,
+    /// Whether every admitted response carries [`RateLimitInfo`] (refusals always do).
+    pub(crate) info_extension: bool,
+    /// The last `RateLimit-Policy` value this layer sent.
+    pub(crate) policy_cache: headers::PolicyCache,
 }
 
 impl std::fmt::Debug for Shared {
@@ -47,8 +51,12 @@ impl std::fmt::Debug for Shared {
 /// What the request told us that the answer needs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ctx {
+    /// `Accept` has `text/html` and refusals redirect browsers (else not asked).
     pub(crate) wants_html: bool,
     pub(crate) origin: bool,
+    /// Whether the response keeps its [`RateLimitInfo`] (for an outer layer, or because the
+    /// layer was told to).
+    pub(crate) record: bool,
 }
 
 /// What to do once the store answered.
@@ -170,13 +178,21 @@ impl Shared {
         ctx: Ctx,
     ) {
         let inner = resp.extensions_mut().remove::<RateLimitInfo>();
+        let fresh = inner.is_none();
         let merged = match (info, inner) {
             (Some(mine), Some(theirs)) => Some(mine.merge(theirs)),
             (mine, theirs) => mine.or(theirs),
         };
         if let Some(info) = merged {
-            info.write(self.answering.style, resp.headers_mut());
-            resp.extensions_mut().insert(info);
+            let style = self.answering.style;
+            if fresh {
+                info.write_fresh(style, resp.headers_mut(), &self.policy_cache);
+            } else {
+                info.write(style, resp.headers_mut());
+            }
+            if ctx.record {
+                resp.extensions_mut().insert(info);
+            }
         }
         self.expose(resp, ctx);
     }

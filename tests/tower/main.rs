@@ -153,7 +153,8 @@ async fn a_limited_browser_lands_on_the_page_without_a_loop() {
 }
 
 /// The trial's finding: a browser refused by the route's limit got a 303 carrying the
-/// outer guard's `RateLimit-*` fields. Whichever layer refuses, its limit is described.
+/// outer guard's `RateLimit-*` fields. Whichever layer refuses, its limit is described; an
+/// admitted request, through axum's router, describes the tighter.
 #[tokio::test]
 async fn nested_layers_describe_the_limit_that_refused() {
     let server = Server::start(app(1_000, 2)).await.unwrap();
@@ -164,8 +165,14 @@ async fn nested_layers_describe_the_limit_that_refused() {
             .header("accept", accept)
             .send()
     };
-    for _ in 0..2 {
-        assert_eq!(poll("*/*").await.unwrap().status(), StatusCode::OK);
+    for left in ["1", "0"] {
+        // Admitted: the outer guard merges the route's record, whose limit is tighter.
+        let r = poll("*/*").await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()["ratelimit-limit"], "2", "the route's limit");
+        assert_eq!(r.headers()["ratelimit-remaining"], left);
+        let policy = r.headers()["ratelimit-policy"].to_str().unwrap();
+        assert_eq!(policy, "\"global-ip\";q=1000;w=60, \"poll\";q=2;w=60");
     }
     for (accept, status) in [
         ("application/json", StatusCode::TOO_MANY_REQUESTS),

@@ -25,58 +25,191 @@ pub(super) fn write_held(headers: &mut HeaderMap, held: std::time::Duration) {
 /// The largest structured-field integer (RFC 9651 §3.3.1); larger counts are clamped.
 const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
 
-pub(super) fn put_int(buf: &mut BytesMut, n: u64) {
-    buf.extend_from_slice(itoa::Buffer::new().format(n.min(SF_INTEGER_MAX)).as_bytes());
+/// The numbers 0 to 999, three digits each, for header values that need no allocation.
+static SMALL: [[u8; 3]; 1000] = small_numbers();
+
+const fn small_numbers() -> [[u8; 3]; 1000] {
+    let mut table = [[0u8; 3]; 1000];
+    let mut i = 0;
+    while i < 1000 {
+        // `i` < 1000: each digit fits a `u8`.
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "digits of a number below 1000"
+        )]
+        let digits = [
+            b'0' + (i / 100) as u8,
+            b'0' + (i / 10 % 10) as u8,
+            b'0' + (i % 10) as u8,
+        ];
+        table[i] = digits;
+        i += 1;
+    }
+    table
 }
 
-/// Moves what `buf` holds into `name`'s value; nothing (and no stale value) if it is empty.
-pub(super) fn insert(headers: &mut HeaderMap, name: HeaderName, buf: &mut BytesMut) {
-    let bytes = buf.split().freeze();
-    match (bytes.is_empty(), HeaderValue::from_maybe_shared(bytes)) {
-        (false, Ok(v)) => {
+/// `n` as a header value: static under 1 000 (no allocation), clamped to the largest
+/// structured-field integer.
+pub(super) fn int_value(n: u64) -> HeaderValue {
+    if let Some(digits) = usize::try_from(n).ok().and_then(|i| SMALL.get(i)) {
+        let skip = match n {
+            0..=9 => 2,
+            10..=99 => 1,
+            _ => 0,
+        };
+        if let Ok(s) = std::str::from_utf8(&digits[skip..]) {
+            return HeaderValue::from_static(s);
+        }
+    }
+    in_arena(15, |buf| put_int(buf, n)).unwrap_or_else(|| HeaderValue::from(n.min(SF_INTEGER_MAX)))
+}
+
+/// Sets `name` to `value`; removes it (no stale value) when there is none.
+pub(super) fn put(headers: &mut HeaderMap, name: HeaderName, value: Option<HeaderValue>) {
+    match value {
+        Some(v) => {
             headers.insert(name, v);
         }
-        _ => {
+        None => {
             headers.remove(name);
         }
     }
 }
 
+/// How much one arena holds: values of ~20–60 bytes, so one allocation serves ~100 of them.
+const ARENA: usize = 4096;
+
+thread_local! {
+    /// Where this thread renders header values: each is a slice of one shared buffer, so
+    /// that a value costs a reference count, not an allocation of its own. A buffer is
+    /// freed when the last value cut from it is dropped.
+    static ARENA_BUF: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// A value rendered by `render` into this thread's arena; `at_most` bounds its length.
+/// `None` when it rendered nothing, or not a valid field value.
+fn in_arena(at_most: usize, render: impl FnOnce(&mut BytesMut)) -> Option<HeaderValue> {
+    if at_most > ARENA / 4 {
+        // Rare (many limits, or long names): a buffer of its own.
+        let mut own = BytesMut::with_capacity(at_most);
+        render(&mut own);
+        return value_of(own.freeze());
+    }
+    ARENA_BUF.with(|arena| {
+        let mut arena = arena.borrow_mut();
+        if arena.capacity() - arena.len() < at_most {
+            *arena = BytesMut::with_capacity(ARENA);
+        }
+        render(&mut arena);
+        value_of(arena.split().freeze())
+    })
+}
+
+fn value_of(bytes: bytes::Bytes) -> Option<HeaderValue> {
+    if bytes.is_empty() {
+        return None;
+    }
+    HeaderValue::from_maybe_shared(bytes).ok()
+}
+
+fn put_int(buf: &mut BytesMut, n: u64) {
+    buf.extend_from_slice(itoa::Buffer::new().format(n.min(SF_INTEGER_MAX)).as_bytes());
+}
+
+/// `RateLimit-Policy: "name";q=100;w=60, ...`
+pub(super) fn policy_value(limits: &[LimitStatus]) -> Option<HeaderValue> {
+    list_value(limits, [b";q=", b";w="], |l| [l.quota, l.window])
+}
+
 /// A structured-field list of the limits' names (sf-strings), each with two integer
-/// parameters: `"name";q=100;w=60, ...`. Limit names are checked when a limit is built
-/// (`A-Z a-z 0-9 . _ -`), so they need no escaping; a name that would (`"`, `\\`, or a byte
-/// outside printable ASCII) is left out rather than rendered into an invalid field.
-pub(super) fn put_list(
-    buf: &mut BytesMut,
+/// parameters: `"name";q=100;w=60, ...`; `None` when no limit is shown. Limit names are
+/// checked when a limit is built (`A-Z a-z 0-9 . _ -`), so they need no escaping; a name
+/// that would (`"`, `\\`, or a byte outside printable ASCII) is left out rather than rendered
+/// into an invalid field.
+pub(super) fn list_value(
     limits: &[LimitStatus],
     keys: [&[u8]; 2],
     params: impl Fn(&LimitStatus) -> [u64; 2],
-) {
-    let mut first = true;
-    for l in limits {
-        if !l
-            .name
-            .bytes()
-            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
-        {
-            continue;
-        }
-        if !first {
-            buf.extend_from_slice(b", ");
-        }
-        first = false;
-        buf.extend_from_slice(b"\"");
-        buf.extend_from_slice(l.name.as_bytes());
-        buf.extend_from_slice(b"\"");
-        for (key, v) in keys.into_iter().zip(params(l)) {
-            if l.concurrent && key == b";w=" {
-                // An in-flight limit has no window: its quota unit says what it counts.
-                buf.extend_from_slice(b";qu=\"concurrent-requests\"");
+) -> Option<HeaderValue> {
+    // Per limit: `, "` name `"`, then two of `;q=` and 15 digits, or `;qu="concurrent-requests"`.
+    let at_most = limits.iter().map(|l| l.name.len() + 5 + 2 * 26).sum();
+    in_arena(at_most, |buf| {
+        let mut first = true;
+        for l in limits {
+            if !l
+                .name
+                .bytes()
+                .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+            {
                 continue;
             }
-            buf.extend_from_slice(key);
-            put_int(buf, v);
+            if !first {
+                buf.extend_from_slice(b", ");
+            }
+            first = false;
+            buf.extend_from_slice(b"\"");
+            buf.extend_from_slice(l.name.as_bytes());
+            buf.extend_from_slice(b"\"");
+            for (key, v) in keys.into_iter().zip(params(l)) {
+                if l.concurrent && key == b";w=" {
+                    // An in-flight limit has no window: its quota unit says what it counts.
+                    buf.extend_from_slice(b";qu=\"concurrent-requests\"");
+                    continue;
+                }
+                buf.extend_from_slice(key);
+                put_int(buf, v);
+            }
         }
+    })
+}
+
+/// One layer's last `RateLimit-Policy` value and the limits it describes. The policy
+/// changes only when a limit does (a quota changed at run time, a principal's override),
+/// so most responses send the value rendered for the first one, shared, not rendered again.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PolicyCache(std::sync::OnceLock<(Vec<Term>, HeaderValue)>);
+
+/// What a policy value says of one limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Term {
+    name: Arc<str>,
+    quota: u64,
+    window: u64,
+    concurrent: bool,
+}
+
+impl Term {
+    fn describes(&self, l: &LimitStatus) -> bool {
+        (Arc::ptr_eq(&self.name, &l.name) || self.name == l.name)
+            && self.quota == l.quota
+            && self.window == l.window
+            && self.concurrent == l.concurrent
+    }
+}
+
+impl PolicyCache {
+    /// The policy value of `limits`: the cached one when it describes them.
+    pub(super) fn value(&self, limits: &[LimitStatus]) -> Option<HeaderValue> {
+        if let Some((terms, value)) = self.0.get() {
+            if terms.len() == limits.len() && terms.iter().zip(limits).all(|(t, l)| t.describes(l))
+            {
+                return Some(value.clone());
+            }
+            return policy_value(limits);
+        }
+        let value = policy_value(limits)?;
+        let terms = limits
+            .iter()
+            .map(|l| Term {
+                name: Arc::clone(&l.name),
+                quota: l.quota,
+                window: l.window,
+                concurrent: l.concurrent,
+            })
+            .collect();
+        // A race between two first requests keeps one of two equal values.
+        let _ = self.0.set((terms, value.clone()));
+        Some(value)
     }
 }
 

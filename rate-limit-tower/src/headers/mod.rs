@@ -21,8 +21,8 @@
 //!
 //! # Why the rendering is written here
 //!
-//! The values are rendered by hand into one buffer (two allocations for all five
-//! headers), not through `sfv`'s serializer or the `headers` crate's typed headers: every
+//! The values are rendered by hand into a per-thread arena (no allocation of their own:
+//! each value is a slice of a shared 4 KiB buffer), not through `sfv`'s serializer or the `headers` crate's typed headers: every
 //! response carries them, and through `sfv` each value was serialized and allocated on its
 //! own. Measured in process under callgrind (`cargo bench -p rate-limit-examples --bench
 //! layer`, BENCHMARKS.md): the rewrite was a part of taking the layer from 17 400 to
@@ -319,23 +319,28 @@ impl RateLimitInfo {
         self
     }
 
-    /// Writes the headers of `style` (replacing any already there).
-    ///
-    /// Every value is rendered into one buffer and handed to the map as a slice of it: two
-    /// allocations for the five headers, whatever the number of limits.
+    /// Writes the headers of `style`, replacing any already there (an inner layer's).
     pub(crate) fn write(&self, style: HeaderStyle, headers: &mut HeaderMap) {
+        self.write_with(style, headers, None);
+    }
+
+    /// Writes the headers of `style` onto a response none of ours has touched yet: nothing
+    /// to remove, and `RateLimit-Policy` from `policy` when its limits are the ones it
+    /// rendered last.
+    pub(crate) fn write_fresh(
+        &self,
+        style: HeaderStyle,
+        headers: &mut HeaderMap,
+        policy: &PolicyCache,
+    ) {
+        self.write_with(style, headers, Some(policy));
+    }
+
+    /// No value allocates but the `RateLimit` field's (one allocation), and the policy's
+    /// when it is not the cached one; the trio's numbers under 1 000 are static.
+    fn write_with(&self, style: HeaderStyle, headers: &mut HeaderMap, fresh: Option<&PolicyCache>) {
         let trio = matches!(style, HeaderStyle::Trio | HeaderStyle::Both);
         let ietf = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both);
-        // Room for every value at its longest (15 digits a number), so that no value
-        // moves the buffer: a move would cost one more allocation.
-        let mut buf = BytesMut::with_capacity(
-            if trio { 3 * 15 } else { 0 }
-                + if ietf {
-                    self.limits.iter().map(|l| 2 * (l.name.len() + 40)).sum()
-                } else {
-                    0
-                },
-        );
         // Our headers, plus one: axum's router adds `content-length` after every layer. A
         // handler's map usually holds one header in 8 slots (room for 6): with all five it
         // has to grow once either way, and growing here, before these are inserted, rehashes
@@ -344,29 +349,23 @@ impl RateLimitInfo {
         headers.reserve(3 * usize::from(trio) + 2 * usize::from(ietf) + 1);
         if trio {
             let h = self.headline();
-            for (name, n) in [
-                (RATELIMIT_LIMIT, h.quota),
-                (RATELIMIT_REMAINING, h.remaining),
-                (RATELIMIT_RESET, h.reset),
-            ] {
-                put_int(&mut buf, n);
-                insert(headers, name, &mut buf);
-            }
-        } else {
+            headers.insert(RATELIMIT_LIMIT, int_value(h.quota));
+            headers.insert(RATELIMIT_REMAINING, int_value(h.remaining));
+            headers.insert(RATELIMIT_RESET, int_value(h.reset));
+        } else if fresh.is_none() {
             for name in [&RATELIMIT_LIMIT, &RATELIMIT_REMAINING, &RATELIMIT_RESET] {
                 headers.remove(name);
             }
         }
         if ietf {
-            put_list(&mut buf, &self.limits, [b";q=", b";w="], |l| {
-                [l.quota, l.window]
-            });
-            insert(headers, RATELIMIT_POLICY, &mut buf);
-            put_list(&mut buf, &self.limits, [b";r=", b";t="], |l| {
-                [l.remaining, l.reset]
-            });
-            insert(headers, RATELIMIT, &mut buf);
-        } else {
+            let policy = match fresh {
+                Some(cache) => cache.value(&self.limits),
+                None => policy_value(&self.limits),
+            };
+            put(headers, RATELIMIT_POLICY, policy);
+            let now = list_value(&self.limits, [b";r=", b";t="], |l| [l.remaining, l.reset]);
+            put(headers, RATELIMIT, now);
+        } else if fresh.is_none() {
             headers.remove(&RATELIMIT_POLICY);
             headers.remove(&RATELIMIT);
         }
@@ -378,8 +377,8 @@ impl RateLimitInfo {
 
 mod fields;
 
-pub(crate) use fields::{expose, retry_after};
-use fields::{insert, put_int, put_list, write_held};
+pub(crate) use fields::{PolicyCache, expose, retry_after};
+use fields::{int_value, list_value, policy_value, put, write_held};
 
 #[cfg(test)]
 mod tests;

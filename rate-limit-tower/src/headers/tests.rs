@@ -183,16 +183,10 @@ fn a_held_request_reports_its_hold_once_however_often_written() {
 
 /// `RateLimit-Policy: "name";q=100;w=60, ...`
 fn policy_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
-    let mut buf = BytesMut::new();
-    put_list(&mut buf, limits, [b";q=", b";w="], |l| [l.quota, l.window]);
-    (!buf.is_empty()).then(|| HeaderValue::from_maybe_shared(buf.freeze()).unwrap())
+    fields::policy_value(limits)
 }
 
 /// `RateLimit: "name";r=50;t=30, ...`
 fn ratelimit_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
-    let mut buf = BytesMut::new();
-    put_list(&mut buf, limits, [b";r=", b";t="], |l| {
-        [l.remaining, l.reset]
-    });
-    (!buf.is_empty()).then(|| HeaderValue::from_maybe_shared(buf.freeze()).unwrap())
+    fields::list_value(limits, [b";r=", b";t="], |l| [l.remaining, l.reset])
 }

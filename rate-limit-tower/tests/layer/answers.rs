@@ -13,7 +13,8 @@ async fn allowed_responses_carry_every_header_of_the_tightest_limit() {
     let (layer, _) = fresh();
     let layer = layer
         .rule(Rule::new(minute("per-player", 3), participant()))
-        .rule(Rule::new(minute("everyone", 100), Global));
+        .rule(Rule::new(minute("everyone", 100), Global))
+        .info_extension(true);
     let svc = app(&layer);
     let r = send(
         svc.clone(),
@@ -40,6 +41,66 @@ async fn allowed_responses_carry_every_header_of_the_tightest_limit() {
     let info = r.info.unwrap();
     assert!(info.is_allowed());
     assert_eq!(info.headline().name(), "per-player");
+}
+
+#[tokio::test]
+async fn an_admitted_response_carries_the_record_only_when_asked_and_a_refusal_always() {
+    let (layer, _) = fresh();
+    let layer = layer.rule(Rule::new(minute("per-player", 1), participant()));
+    let svc = app(&layer);
+    let req = || {
+        from("1.2.3.4:5")
+            .header("x-participant-id", "p1")
+            .body(empty())
+            .unwrap()
+    };
+    let r = send(svc.clone(), req()).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.header("ratelimit-remaining"), Some("0"));
+    assert!(
+        r.info.is_none(),
+        "not asked: no record on an admitted response"
+    );
+    let r = send(svc, req()).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(!r.info.unwrap().is_allowed(), "a refusal always carries it");
+}
+
+#[tokio::test]
+async fn the_cached_policy_follows_a_quota_changed_at_run_time() {
+    let (layer, _) = fresh();
+    let limit = minute("per-player", 5);
+    let layer = layer.rule(Rule::new(limit.clone(), participant()));
+    let svc = app(&layer);
+    let req = |who: &str| {
+        from("1.2.3.4:5")
+            .header("x-participant-id", who)
+            .body(empty())
+            .unwrap()
+    };
+    let r = send(svc.clone(), req("a")).await;
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"per-player\";q=5;w=60")
+    );
+    let r = send(svc.clone(), req("b")).await;
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"per-player\";q=5;w=60")
+    );
+    limit.set_quota(9).unwrap();
+    let r = send(svc.clone(), req("c")).await;
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"per-player\";q=9;w=60")
+    );
+    assert_eq!(r.header("ratelimit"), Some("\"per-player\";r=8;t=60"));
+    limit.set_quota(5).unwrap();
+    let r = send(svc, req("d")).await;
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"per-player\";q=5;w=60")
+    );
 }
 
 #[tokio::test]
@@ -149,7 +210,8 @@ async fn shadow_mode_lets_through_and_still_tells() {
     let (layer, _) = fresh();
     let layer = layer
         .rule(Rule::new(minute("trial", 1), Global))
-        .answering(Answering::new().shadow(true));
+        .answering(Answering::new().shadow(true))
+        .info_extension(true);
     let svc = app(&layer);
     send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
     let r = send(svc, from("1.2.3.4:5").body(empty()).unwrap()).await;
@@ -164,7 +226,9 @@ async fn two_layers_describe_the_more_restrictive_limit() {
     let (route, _) = fresh();
     let route = route.rule(Rule::new(minute("route", 3), participant()));
     let (global, _) = fresh();
-    let global = global.rule(Rule::new(minute("global", 1_000), Global));
+    let global = global
+        .rule(Rule::new(minute("global", 1_000), Global))
+        .info_extension(true);
     // The global guard outside, the route's rules inside.
     let svc = global.layer(app(&route));
     let req = || {
