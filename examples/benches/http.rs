@@ -29,6 +29,7 @@ use rate_limit_examples::bench_server::serve;
 
 mod common;
 use common::Peer;
+use common::cpu::ThreadCpu;
 
 const CONNECTIONS: usize = 32;
 const WARM: Duration = Duration::from_millis(500);
@@ -37,6 +38,8 @@ const ROUNDS: usize = 3;
 
 struct Running {
     addr: SocketAddr,
+    /// The server thread's CPU clock.
+    cpu: Option<ThreadCpu>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -51,7 +54,9 @@ fn start(kind: Peer, refused: bool, redis_url: Option<String>) -> Running {
             .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            addr_tx
+                .send((listener.local_addr().unwrap(), ThreadCpu::current()))
+                .unwrap();
             let app = kind.router(refused, redis_url.as_deref());
             tokio::select! {
                 r = serve(listener, app) => r.unwrap(),
@@ -59,8 +64,10 @@ fn start(kind: Peer, refused: bool, redis_url: Option<String>) -> Running {
             }
         });
     });
+    let (addr, cpu) = addr_rx.recv().unwrap();
     Running {
-        addr: addr_rx.recv().unwrap(),
+        addr,
+        cpu,
         stop: Some(stop),
         thread: Some(thread),
     }
@@ -84,9 +91,11 @@ struct Figures {
     p50_us: u64,
     p99_us: u64,
     statuses: [u64; 2], // 2xx, 429
+    /// The server thread's CPU per measured request, µs (`None` without `/proc`).
+    cpu_us: Option<f64>,
 }
 
-fn load(addr: SocketAddr, refused: bool) -> Figures {
+fn load(addr: SocketAddr, refused: bool, cpu: Option<ThreadCpu>) -> Figures {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -106,6 +115,14 @@ fn load(addr: SocketAddr, refused: bool) -> Figures {
         let start = Instant::now();
         let measure_from = start + WARM;
         let end = measure_from + MEASURE;
+        // The server's CPU over the measured window only.
+        let cpu_window = tokio::spawn(async move {
+            let cpu = cpu?;
+            tokio::time::sleep_until(measure_from.into()).await;
+            let from = cpu.seconds()?;
+            tokio::time::sleep_until(end.into()).await;
+            Some(cpu.seconds()? - from)
+        });
         let mut tasks = Vec::new();
         for c in 0..CONNECTIONS {
             let keys = Arc::clone(&keys);
@@ -154,6 +171,7 @@ fn load(addr: SocketAddr, refused: bool) -> Figures {
             statuses[0] += s[0];
             statuses[1] += s[1];
         }
+        let cpu_s = cpu_window.await.ok().flatten();
         lat.sort_unstable();
         let pct = |p: f64| u64::from(lat[((lat.len() as f64 - 1.0) * p) as usize]);
         Figures {
@@ -162,6 +180,7 @@ fn load(addr: SocketAddr, refused: bool) -> Figures {
             p50_us: pct(0.50),
             p99_us: pct(0.99),
             statuses,
+            cpu_us: cpu_s.map(|s| s * 1e6 / lat.len() as f64),
         }
     })
 }
@@ -186,6 +205,8 @@ struct BenchRow {
     statuses: [u64; 2],
     /// Redis commands per request sent (the Redis peer only).
     commands: Option<f64>,
+    /// The server thread's CPU per request, µs (median over rounds).
+    cpu_us: Option<f64>,
 }
 
 fn main() {
@@ -211,6 +232,7 @@ fn main() {
         let mut p50 = vec![Vec::new(); peers.len()];
         let mut p99 = vec![Vec::new(); peers.len()];
         let mut st = vec![[0u64; 2]; peers.len()];
+        let mut cpu = vec![Vec::new(); peers.len()];
         let (mut commands, mut sent) = (vec![0u64; peers.len()], vec![0u64; peers.len()]);
         for round in 0..ROUNDS {
             for (k, &peer) in peers.iter().enumerate() {
@@ -220,22 +242,25 @@ fn main() {
                     r.cli(&["CONFIG", "RESETSTAT"]);
                 }
                 let server = start(peer, refused, url);
-                let f = load(server.addr, refused);
+                let f = load(server.addr, refused, server.cpu.clone());
                 drop(server);
                 if let (true, Some(r)) = (peer.on_redis(), &redis) {
                     commands[k] += script_calls(r);
                     sent[k] += f.sent;
                 }
                 println!(
-                    "{} round {round} {}: {:.0} req/s, p50 {} µs, p99 {} µs, 2xx {} 429 {}",
+                    "{} round {round} {}: {:.0} req/s, p50 {} µs, p99 {} µs, 2xx {} 429 {}, \
+                     server CPU {} µs/req",
                     if refused { "refused" } else { "allowed" },
                     peer.name(),
                     f.rps,
                     f.p50_us,
                     f.p99_us,
                     f.statuses[0],
-                    f.statuses[1]
+                    f.statuses[1],
+                    f.cpu_us.map_or(String::from("-"), |c| format!("{c:.2}"))
                 );
+                cpu[k].extend(f.cpu_us);
                 rps[k].push(f.rps);
                 p50[k].push(f.p50_us as f64);
                 p99[k].push(f.p99_us as f64);
@@ -251,6 +276,7 @@ fn main() {
                 p50: median(p50[k].clone()),
                 p99: median(p99[k].clone()),
                 statuses: st[k],
+                cpu_us: (!cpu[k].is_empty()).then(|| median(cpu[k].clone())),
                 commands: (peer.on_redis() && sent[k] > 0)
                     .then(|| commands[k] as f64 / sent[k] as f64),
             });
@@ -258,12 +284,12 @@ fn main() {
     }
     println!();
     println!(
-        "{:<9}{:<12}{:>10}{:>9}{:>9}{:>10}{:>10}{:>12}",
-        "traffic", "server", "req/s", "p50 µs", "p99 µs", "2xx", "429", "cmds/req"
+        "{:<9}{:<17}{:>10}{:>9}{:>9}{:>10}{:>10}{:>12}{:>10}",
+        "traffic", "server", "req/s", "p50 µs", "p99 µs", "2xx", "429", "cmds/req", "CPU µs"
     );
     for r in &table {
         println!(
-            "{:<9}{:<12}{:>10.0}{:>9}{:>9}{:>10}{:>10}{:>12}",
+            "{:<9}{:<17}{:>10.0}{:>9}{:>9}{:>10}{:>10}{:>12}{:>10}",
             if r.refused { "refused" } else { "allowed" },
             r.peer.name(),
             r.rps,
@@ -271,7 +297,8 @@ fn main() {
             r.p99,
             r.statuses[0],
             r.statuses[1],
-            r.commands.map_or(String::from("-"), |c| format!("{c:.4}"))
+            r.commands.map_or(String::from("-"), |c| format!("{c:.4}")),
+            r.cpu_us.map_or(String::from("-"), |c| format!("{c:.2}"))
         );
     }
     let get = |refused: bool, peer: Peer| {
@@ -339,6 +366,7 @@ fn main() {
             println!("{label} = {:.3}", a / b);
         }
     }
+    cpu_added(&table);
     for r in table.iter().filter(|r| r.peer.on_redis()) {
         let mem = table
             .iter()
@@ -354,6 +382,34 @@ fn main() {
         }
     }
     plot::write(&table);
+}
+
+/// The server CPU each limiter adds per request over bare axum, allowed and refused.
+fn cpu_added(table: &[BenchRow]) {
+    let cpu = |refused: bool, peer: Peer| {
+        table
+            .iter()
+            .find(|r| r.refused == refused && r.peer == peer)
+            .and_then(|r| r.cpu_us)
+    };
+    for refused in [false, true] {
+        let Some(bare) = cpu(refused, Peer::Bare) else {
+            continue;
+        };
+        let added = |peer| cpu(refused, peer).map(|c| c - bare);
+        let traffic = if refused { "refused" } else { "allowed" };
+        for peer in [Peer::Noop, Peer::Ours, Peer::Governor, Peer::Redis] {
+            if let Some(a) = added(peer) {
+                println!(
+                    "{traffic}: server CPU {} adds over bare axum = {a:.2} µs/req",
+                    peer.name()
+                );
+            }
+        }
+        if let (Some(o), Some(g)) = (added(Peer::Ours), added(Peer::Governor)) {
+            println!("{traffic}: CPU added, ours ÷ tower_governor = {:.2}", o / g);
+        }
+    }
 }
 
 /// The plot: requests per second per server, allowed and refused traffic side by side.

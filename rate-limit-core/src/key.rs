@@ -74,7 +74,7 @@ impl Key {
     pub fn new(limit: Limit, principal: Principal) -> Self {
         let (k0, k1) = sip_keys();
         let mut h = SipHasher13::new_with_keys(k0, k1);
-        h.write(principal.as_str().as_bytes());
+        h.write(principal.as_bytes());
         h.write_u8(b'/');
         h.write(limit.name().as_bytes());
         let d = h.finish128();

@@ -175,7 +175,11 @@ impl Text {
     }
 
     fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or("")
+        std::str::from_utf8(self.as_bytes()).unwrap_or("")
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
     }
 }
 
@@ -452,6 +456,11 @@ impl Principal {
     /// `A-Z a-z 0-9 . _ - : ~ *`.
     pub fn as_str(&self) -> &str {
         self.text.as_str()
+    }
+
+    /// [`as_str`](Self::as_str)'s bytes, without checking them again (for hashing).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        self.text.as_bytes()
     }
 
     /// The principal whose rendering is `text` (as a store wrote it in a key name), or

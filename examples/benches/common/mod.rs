@@ -1,5 +1,8 @@
 //! What the HTTP benches share: the servers compared.
 
+#[allow(dead_code)] // used by one bench of the two
+pub(crate) mod cpu;
+
 use std::sync::Arc;
 
 use axum::Router;
