@@ -165,7 +165,7 @@ pin_project! {
         },
         Call {
             #[pin] fut: S::Future,
-            info: Option<RateLimitInfo>,
+            info: Option<Box<RateLimitInfo>>,
             reservation: Option<Reservation>,
             slots: Vec<Slot>,
             shared: Arc<Shared>,
@@ -174,7 +174,7 @@ pin_project! {
         Settle {
             give: GiveBack,
             response: Option<S::Response>,
-            info: Option<RateLimitInfo>,
+            info: Option<Box<RateLimitInfo>>,
             slots: Vec<Slot>,
             shared: Arc<Shared>,
             ctx: Ctx,
@@ -205,7 +205,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
 
     pub(crate) fn call(
         fut: S::Future,
-        info: Option<RateLimitInfo>,
+        info: Option<Box<RateLimitInfo>>,
         reservation: Option<Reservation>,
         slots: Vec<Slot>,
         shared: Arc<Shared>,
@@ -250,7 +250,7 @@ fn own<R>(resp: Response<Bytes>) -> Response<ResponseBody<R>> {
 /// this layer's headers.
 fn finish<R>(
     resp: Response<R>,
-    info: Option<RateLimitInfo>,
+    info: Option<Box<RateLimitInfo>>,
     slots: Vec<Slot>,
     shared: &Shared,
     ctx: Ctx,

@@ -61,8 +61,9 @@ pub(crate) struct Ctx {
 
 /// What to do once the store answered.
 pub(crate) enum Next {
-    /// Call the inner service, then add these headers.
-    Proceed(Option<RateLimitInfo>),
+    /// Call the inner service, then add these headers (boxed: the record rides in the
+    /// response future, which every poll and every move would otherwise copy whole).
+    Proceed(Option<Box<RateLimitInfo>>),
     /// Answer this instead.
     Respond(Response<Bytes>),
 }
@@ -89,11 +90,20 @@ impl Shared {
             metrics::count("rate_limit_limited_total", &self.names[i]);
             return Next::Respond(response::banned());
         }
+        // The common case, admitted by the store, straight into its box.
+        if let Answer::Store(d) = &answer
+            && d.is_allowed()
+        {
+            for n in &self.names {
+                metrics::count_shared("rate_limit_allowed_total", n);
+            }
+            return Next::Proceed(RateLimitInfo::from_chain(&self.names, d).map(Box::new));
+        }
         match self
             .answering
             .verdict(answer, &self.names, ctx.wants_html, seed)
         {
-            Verdict::Proceed(info) => Next::Proceed(info),
+            Verdict::Proceed(info) => Next::Proceed(info.map(Box::new)),
             Verdict::Respond(resp) => Next::Respond(resp),
         }
     }
@@ -113,9 +123,9 @@ impl Shared {
     /// Adds the in-flight limits of the slots a request holds to its headers' view.
     pub(crate) fn with_slots(
         &self,
-        info: Option<RateLimitInfo>,
+        info: Option<Box<RateLimitInfo>>,
         slots: &[rate_limit_core::limiter::Slot],
-    ) -> Option<RateLimitInfo> {
+    ) -> Option<Box<RateLimitInfo>> {
         let mut info = info;
         for slot in slots {
             let limit = slot.key().in_flight();
@@ -133,7 +143,7 @@ impl Shared {
             );
             match &mut info {
                 Some(i) => i.push_in_flight(status),
-                None => info = Some(RateLimitInfo::in_flight_only(status)),
+                None => info = Some(Box::new(RateLimitInfo::in_flight_only(status))),
             }
         }
         info
@@ -174,14 +184,14 @@ impl Shared {
     pub(crate) fn decorate<B>(
         &self,
         resp: &mut Response<B>,
-        info: Option<RateLimitInfo>,
+        info: Option<Box<RateLimitInfo>>,
         ctx: Ctx,
     ) {
         let inner = resp.extensions_mut().remove::<RateLimitInfo>();
         let fresh = inner.is_none();
         let merged = match (info, inner) {
-            (Some(mine), Some(theirs)) => Some(mine.merge(theirs)),
-            (mine, theirs) => mine.or(theirs),
+            (Some(mine), Some(theirs)) => Some(Box::new(mine.merge(theirs))),
+            (mine, theirs) => mine.or(theirs.map(Box::new)),
         };
         if let Some(info) = merged {
             let style = self.answering.style;
@@ -191,7 +201,7 @@ impl Shared {
                 info.write(style, resp.headers_mut());
             }
             if ctx.record {
-                resp.extensions_mut().insert(info);
+                resp.extensions_mut().insert(*info);
             }
         }
         self.expose(resp, ctx);

@@ -69,6 +69,7 @@ fn ours(headers: HeaderStyle) -> Router {
         ..BenchConfig::default()
     })
     .expect("a valid bench config")
+    .with_state(())
 }
 
 #[test]
@@ -76,10 +77,13 @@ fn an_allowed_request_through_the_layer_allocates_no_more_than_its_bound() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a runtime");
-    let bare = rt.block_on(allocations_per_request(bare_app()));
-    let noop = bare_app().layer(tower::util::MapResponseLayer::new(
-        |r: axum::response::Response| r,
-    ));
+    // Routes built once, as `axum::serve` builds them (`with_state(())`), not per request.
+    let bare = rt.block_on(allocations_per_request(bare_app().with_state(())));
+    let noop = bare_app()
+        .layer(tower::util::MapResponseLayer::new(
+            |r: axum::response::Response| r,
+        ))
+        .with_state(());
     let noop = rt.block_on(allocations_per_request(noop)) - bare;
     let default = rt.block_on(allocations_per_request(ours(HeaderStyle::default()))) - bare;
     let ietf = rt.block_on(allocations_per_request(ours(HeaderStyle::Ietf))) - bare;

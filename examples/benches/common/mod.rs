@@ -82,8 +82,14 @@ impl Peer {
     }
 
     /// The app: allowing everything, or with one key's quota of one per hour (`refused`).
-    /// `Redis` counts in the Redis at `redis_url`.
+    /// `Redis` counts in the Redis at `redis_url`. Its routes are built once, as
+    /// `axum::serve` builds them (`with_state(())`): a `Router` called without it builds
+    /// each handler's route, and re-applies each layer, on every request.
     pub(crate) fn router(self, refused: bool, redis_url: Option<&str>) -> Router {
+        self.router_per_request(refused, redis_url).with_state(())
+    }
+
+    fn router_per_request(self, refused: bool, redis_url: Option<&str>) -> Router {
         let ours = |redis_url: Option<&str>, lease: u64| {
             let env = BenchConfig::from_env().unwrap_or_default();
             let cfg = BenchConfig {
