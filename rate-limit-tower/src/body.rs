@@ -1,4 +1,6 @@
-//! The layer's response body: the inner service's, or one the layer wrote.
+//! The layer's response bodies: the inner service's own body type, so that a framework
+//! need not box the layer's answer again ([`LimitBody`]), and [`ResponseBody`], a wrapper
+//! that makes any body one.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -41,7 +43,9 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
 }
 
 impl<B> ResponseBody<B> {
-    pub(crate) fn inner(body: B) -> Self {
+    /// `body`, as a `ResponseBody`: what a service whose body is not a [`LimitBody`]
+    /// maps its responses with (`.map_response(|r| r.map(ResponseBody::new))`).
+    pub fn new(body: B) -> Self {
         Self {
             kind: BodyKind::Inner { body },
             slots: Vec::new(),
@@ -100,5 +104,75 @@ impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
             BodyKind::Inner { body } => body.size_hint(),
             BodyKind::Own { body } => body.size_hint(),
         }
+    }
+}
+
+/// A response body the layer can answer in, and hold a request's in-flight slots in: the
+/// [`RateLimit`](crate::RateLimit) service answers with its inner service's body type, so
+/// that a framework that boxes bodies (axum) does not box the layer's answer a second time.
+///
+/// Implemented for axum's `Body` (feature `axum`, on with `rate-limit-axum`), for
+/// `http_body_util`'s `BoxBody` and `UnsyncBoxBody` of `Bytes`, and for [`ResponseBody`],
+/// which wraps any other body.
+#[diagnostic::on_unimplemented(
+    message = "the rate limiter cannot answer in a `{Self}` body",
+    note = "with axum, turn on rate-limit-tower's `axum` feature (rate-limit-axum does); \
+            for another body type, map the inner service's responses into \
+            `rate_limit_tower::ResponseBody` or a boxed body"
+)]
+pub trait LimitBody: Body<Data = Bytes> + Sized {
+    /// A short body the layer wrote (a 429, 503, 400 or 401).
+    fn from_bytes(bytes: Bytes) -> Self;
+
+    /// This body, holding `slots` until it has been sent to the end or is dropped (the
+    /// client left). Called only with slots to hold.
+    fn holding(self, slots: Vec<Slot>) -> Self;
+}
+
+impl<B: Body<Data = Bytes>> LimitBody for ResponseBody<B> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Self::own(bytes)
+    }
+
+    fn holding(mut self, slots: Vec<Slot>) -> Self {
+        self.slots.extend(slots);
+        self
+    }
+}
+
+impl<E: 'static> LimitBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        use http_body_util::BodyExt;
+        Full::new(bytes)
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    }
+
+    fn holding(self, slots: Vec<Slot>) -> Self {
+        use http_body_util::BodyExt;
+        ResponseBody::holding(self, slots).boxed_unsync()
+    }
+}
+
+impl<E: 'static> LimitBody for http_body_util::combinators::BoxBody<Bytes, E> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        use http_body_util::BodyExt;
+        Full::new(bytes).map_err(|never| match never {}).boxed()
+    }
+
+    fn holding(self, slots: Vec<Slot>) -> Self {
+        use http_body_util::BodyExt;
+        ResponseBody::holding(self, slots).boxed()
+    }
+}
+
+#[cfg(feature = "axum")]
+impl LimitBody for axum::body::Body {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Self::from(bytes)
+    }
+
+    fn holding(self, slots: Vec<Slot>) -> Self {
+        Self::new(ResponseBody::holding(self, slots))
     }
 }

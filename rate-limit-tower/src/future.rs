@@ -13,7 +13,7 @@ use rate_limit_core::limiter::{Reservation, Slot, SlotAnswer, SlotKey};
 use rate_limit_core::{Answer, Chain};
 use tower_service::Service;
 
-use crate::body::ResponseBody;
+use crate::body::LimitBody;
 use crate::headers::RateLimitInfo;
 #[cfg(feature = "metrics")]
 use crate::metrics;
@@ -242,26 +242,30 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
     }
 }
 
-fn own<R>(resp: Response<Bytes>) -> Response<ResponseBody<R>> {
-    resp.map(ResponseBody::own)
+fn own<R: LimitBody>(resp: Response<Bytes>) -> Response<R> {
+    resp.map(R::from_bytes)
 }
 
 /// The inner service's response, holding the request's slots until its body ends, with
 /// this layer's headers.
-fn finish<R>(
+fn finish<R: LimitBody>(
     resp: Response<R>,
     info: Option<Box<RateLimitInfo>>,
     slots: Vec<Slot>,
     shared: &Shared,
     ctx: Ctx,
-) -> Response<ResponseBody<R>> {
-    let mut resp = resp.map(|b| ResponseBody::holding(b, slots));
+) -> Response<R> {
+    let mut resp = if slots.is_empty() {
+        resp
+    } else {
+        resp.map(|b| b.holding(slots))
+    };
     shared.decorate(&mut resp, info, ctx);
     resp
 }
 
-fn empty_500<R>() -> Response<ResponseBody<R>> {
-    let mut r = Response::new(ResponseBody::own(Bytes::new()));
+fn empty_500<R: LimitBody>() -> Response<R> {
+    let mut r = Response::new(R::from_bytes(Bytes::new()));
     *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
     r
 }
@@ -269,8 +273,9 @@ fn empty_500<R>() -> Response<ResponseBody<R>> {
 impl<S, B, R> Future for ResponseFuture<S, B>
 where
     S: Service<Request<B>, Response = Response<R>>,
+    R: LimitBody,
 {
-    type Output = Result<Response<ResponseBody<R>>, S::Error>;
+    type Output = Result<Response<R>, S::Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
@@ -281,7 +286,7 @@ where
                     return Poll::Ready(Ok(resp.unwrap_or_else(empty_500)));
                 }
                 FutureKindProj::Pass { fut } => {
-                    return Poll::Ready(ready!(fut.poll(cx)).map(|r| r.map(ResponseBody::inner)));
+                    return Poll::Ready(ready!(fut.poll(cx)));
                 }
                 FutureKindProj::Call {
                     fut,

@@ -68,7 +68,7 @@ mod service;
 mod shared;
 
 pub use answer::{Answering, Verdict, accepts_html};
-pub use body::ResponseBody;
+pub use body::{LimitBody, ResponseBody};
 pub use count::CountWhen;
 pub use future::ResponseFuture;
 pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};

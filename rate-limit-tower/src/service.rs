@@ -3,14 +3,13 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use http::header::ORIGIN;
 use http::{Request, Response};
 use rate_limit_core::{Chain, Check};
 use tower_service::Service;
 
 use crate::answer::accepts_html;
-use crate::body::ResponseBody;
+use crate::body::LimitBody;
 use crate::extract::Rejection;
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::headers;
@@ -61,9 +60,9 @@ impl<S> RateLimit<S> {
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    ResBody: http_body::Body<Data = Bytes>,
+    ResBody: LimitBody,
 {
-    type Response = Response<ResponseBody<ResBody>>;
+    type Response = Response<ResBody>;
     type Error = S::Error;
     type Future = ResponseFuture<S, ReqBody>;
 

@@ -10,13 +10,13 @@ use http_body_util::Full;
 use rate_limit_core::store::BoxStore;
 use rate_limit_core::testing::FaultyStore;
 use rate_limit_tower::extract::Global;
-use rate_limit_tower::{RateLimit, Rule};
+use rate_limit_tower::{RateLimit, ResponseBody, Rule};
 use tower::Service;
 use tower_test::mock;
 
 use crate::support::*;
 
-type Mock = mock::Mock<Request<Body>, Response<Body>>;
+type Mock = mock::Mock<Request<Body>, Response<ResponseBody<Body>>>;
 
 fn ready(svc: &mut RateLimit<Mock>) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
@@ -25,7 +25,7 @@ fn ready(svc: &mut RateLimit<Mock>) -> bool {
 
 #[tokio::test]
 async fn poll_ready_forwards_backpressure_and_the_ready_service_serves_the_call() {
-    let (inner, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let (inner, mut handle) = mock::pair::<Request<Body>, Response<ResponseBody<Body>>>();
     // A store that answers only asynchronously: the call goes through the waiting path.
     let layer = RateLimit::<Mock>::layer(rate_limit_core::Limiter::new(BoxStore::new(
         FaultyStore::new(),
@@ -47,7 +47,9 @@ async fn poll_ready_forwards_backpressure_and_the_ready_service_serves_the_call(
         .await
         .expect("the request reaches the inner service");
     assert_eq!(req.uri(), "/");
-    send.send_response(Response::new(Full::new(Bytes::from_static(b"inner"))));
+    send.send_response(Response::new(ResponseBody::new(Full::new(
+        Bytes::from_static(b"inner"),
+    ))));
     let resp = call.await.unwrap().unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["ratelimit-remaining"], "0");

@@ -15,14 +15,21 @@ pub(crate) const T0: u64 = 1_799_971_200_000_000;
 
 pub(crate) type Body = Full<Bytes>;
 
+/// The handler's response body: a boxed body, one the layer answers in ([`LimitBody`]).
+///
+/// [`LimitBody`]: rate_limit_tower::LimitBody
+pub(crate) type ResBody = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
+
 pub(crate) type LayeredApp = RateLimit<
     tower::util::ServiceFn<
-        fn(Request<Body>) -> std::future::Ready<Result<Response<Body>, Infallible>>,
+        fn(Request<Body>) -> std::future::Ready<Result<Response<ResBody>, Infallible>>,
     >,
 >;
 
-fn ok(_: Request<Body>) -> std::future::Ready<Result<Response<Body>, Infallible>> {
-    std::future::ready(Ok(Response::new(Full::new(Bytes::from_static(b"ok")))))
+fn ok(_: Request<Body>) -> std::future::Ready<Result<Response<ResBody>, Infallible>> {
+    std::future::ready(Ok(Response::new(
+        Full::new(Bytes::from_static(b"ok")).boxed_unsync(),
+    )))
 }
 
 /// The layer around a handler that answers `ok`.
