@@ -27,6 +27,20 @@ pub(crate) fn validate_name(name: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Whether `b` is one of `A-Z a-z 0-9 . _ -` (a table lookup: every principal's bytes
+/// are checked on every request).
 pub(crate) fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+    NAME_BYTES[usize::from(b)]
 }
+
+static NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        #[allow(clippy::cast_possible_truncation, reason = "b < 256")]
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-');
+        b += 1;
+    }
+    table
+};

@@ -138,8 +138,9 @@ fn visible_ascii(
             format!("the {name} header is longer than {max} bytes"),
         ));
     }
-    let low = if spaces { 0x20 } else { 0x21 };
-    if !bytes.iter().all(|b| (low..=0x7e).contains(b)) {
+    // `low..=0x7e` as one unsigned comparison a byte.
+    let low: u8 = if spaces { 0x20 } else { 0x21 };
+    if !bytes.iter().all(|&b| b.wrapping_sub(low) <= 0x7e - low) {
         return Err(Rejection::invalid(
             "principal.invalid",
             format!("the {name} header must be visible ASCII"),

@@ -165,7 +165,8 @@ pub(super) fn list_value(
 
 /// One layer's last `RateLimit-Policy` value and the limits it describes. The policy
 /// changes only when a limit does (a quota changed at run time, a principal's override),
-/// so most responses send the value rendered for the first one, shared, not rendered again.
+/// so most responses send the value rendered for the first one, shared, not rendered again;
+/// and the `RateLimit` field's names come pre-rendered with it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PolicyCache(std::sync::OnceLock<(Vec<Term>, HeaderValue)>);
 
@@ -176,9 +177,26 @@ struct Term {
     quota: u64,
     window: u64,
     concurrent: bool,
+    /// `"name";r=`, the limit's start in the `RateLimit` field; `None` for a name the
+    /// field leaves out.
+    now_prefix: Option<Box<[u8]>>,
 }
 
 impl Term {
+    fn of(l: &LimitStatus) -> Self {
+        let sayable = l
+            .name
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
+        Self {
+            name: Arc::clone(&l.name),
+            quota: l.quota,
+            window: l.window,
+            concurrent: l.concurrent,
+            now_prefix: sayable.then(|| format!("\"{}\";r=", l.name).into_bytes().into()),
+        }
+    }
+
     fn describes(&self, l: &LimitStatus) -> bool {
         (Arc::ptr_eq(&self.name, &l.name) || self.name == l.name)
             && self.quota == l.quota
@@ -188,29 +206,58 @@ impl Term {
 }
 
 impl PolicyCache {
-    /// The policy value of `limits`: the cached one when it describes them.
-    pub(super) fn value(&self, limits: &[LimitStatus]) -> Option<HeaderValue> {
-        if let Some((terms, value)) = self.0.get() {
-            if terms.len() == limits.len() && terms.iter().zip(limits).all(|(t, l)| t.describes(l))
-            {
-                return Some(value.clone());
+    /// The `RateLimit-Policy` and `RateLimit` values of `limits`: the cached policy and
+    /// names when they describe them, else both rendered afresh.
+    pub(super) fn values(&self, limits: &[LimitStatus]) -> [Option<HeaderValue>; 2] {
+        let (terms, policy) = match self.0.get() {
+            Some(cached) => cached,
+            None => {
+                let Some(policy) = policy_value(limits) else {
+                    return [None, now_value(limits)];
+                };
+                let terms = limits.iter().map(Term::of).collect();
+                // A race between two first requests keeps one of two equal values.
+                let _ = self.0.set((terms, policy));
+                match self.0.get() {
+                    Some(cached) => cached,
+                    None => return [policy_value(limits), now_value(limits)],
+                }
             }
-            return policy_value(limits);
+        };
+        if terms.len() != limits.len() || !terms.iter().zip(limits).all(|(t, l)| t.describes(l)) {
+            return [policy_value(limits), now_value(limits)];
         }
-        let value = policy_value(limits)?;
-        let terms = limits
+        let at_most = terms
             .iter()
-            .map(|l| Term {
-                name: Arc::clone(&l.name),
-                quota: l.quota,
-                window: l.window,
-                concurrent: l.concurrent,
+            .map(|t| {
+                t.now_prefix
+                    .as_ref()
+                    .map_or(0, |p| p.len() + 2 + 3 + 2 * 15)
             })
-            .collect();
-        // A race between two first requests keeps one of two equal values.
-        let _ = self.0.set((terms, value.clone()));
-        Some(value)
+            .sum();
+        let now = in_arena(at_most, |buf| {
+            let mut first = true;
+            for (t, l) in terms.iter().zip(limits) {
+                let Some(prefix) = &t.now_prefix else {
+                    continue;
+                };
+                if !first {
+                    buf.extend_from_slice(b", ");
+                }
+                first = false;
+                buf.extend_from_slice(prefix);
+                put_int(buf, l.remaining);
+                buf.extend_from_slice(b";t=");
+                put_int(buf, l.reset);
+            }
+        });
+        [Some(policy.clone()), now]
     }
+}
+
+/// `RateLimit: "name";r=50;t=30, ...`
+pub(super) fn now_value(limits: &[LimitStatus]) -> Option<HeaderValue> {
+    list_value(limits, [b";r=", b";t="], |l| [l.remaining, l.reset])
 }
 
 /// `Retry-After` in whole seconds, rounded up, at least 1.

@@ -358,12 +358,11 @@ impl RateLimitInfo {
             }
         }
         if ietf {
-            let policy = match fresh {
-                Some(cache) => cache.value(&self.limits),
-                None => policy_value(&self.limits),
+            let [policy, now] = match fresh {
+                Some(cache) => cache.values(&self.limits),
+                None => [policy_value(&self.limits), now_value(&self.limits)],
             };
             put(headers, RATELIMIT_POLICY, policy);
-            let now = list_value(&self.limits, [b";r=", b";t="], |l| [l.remaining, l.reset]);
             put(headers, RATELIMIT, now);
         } else if fresh.is_none() {
             headers.remove(&RATELIMIT_POLICY);
@@ -378,7 +377,7 @@ impl RateLimitInfo {
 mod fields;
 
 pub(crate) use fields::{PolicyCache, expose, retry_after};
-use fields::{int_value, list_value, policy_value, put, write_held};
+use fields::{int_value, now_value, policy_value, put, write_held};
 
 #[cfg(test)]
 mod tests;

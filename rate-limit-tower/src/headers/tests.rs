@@ -188,5 +188,5 @@ fn policy_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
 
 /// `RateLimit: "name";r=50;t=30, ...`
 fn ratelimit_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
-    fields::list_value(limits, [b";r=", b";t="], |l| [l.remaining, l.reset])
+    fields::now_value(limits)
 }
