@@ -50,6 +50,7 @@ pub struct Check {
 
 impl Check {
     /// A check of `key` for `cost` units. A cost of 0 peeks: it reports and changes nothing.
+    #[inline]
     pub fn new(key: Key, cost: u64) -> Self {
         Self { key, cost }
     }
@@ -97,6 +98,7 @@ impl Chain {
     }
 
     /// An empty chain in [`ChainMode::InOrder`].
+    #[inline]
     pub fn new() -> Self {
         Self::default()
     }
@@ -121,6 +123,7 @@ impl Chain {
 
     /// Sets the mode.
     #[must_use]
+    #[inline]
     pub fn mode(mut self, mode: ChainMode) -> Self {
         self.mode = mode;
         self
@@ -140,6 +143,7 @@ impl Chain {
     }
 
     /// Appends a check.
+    #[inline]
     pub fn push(&mut self, check: Check) {
         self.checks.push(check);
     }

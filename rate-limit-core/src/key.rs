@@ -71,6 +71,7 @@ pub(crate) fn local_digest(domain: &[u8], bytes: &[u8]) -> [u64; 2] {
 
 impl Key {
     /// The key of `principal` under `limit` (also [`Limit::key`]).
+    #[inline]
     pub fn new(limit: Limit, principal: Principal) -> Self {
         let (k0, k1) = sip_keys();
         let mut h = SipHasher13::new_with_keys(k0, k1);
@@ -111,6 +112,7 @@ impl Key {
 
 impl Limit {
     /// The key of `principal` under this limit.
+    #[inline]
     pub fn key(&self, principal: Principal) -> Key {
         Key::new(self.clone(), principal)
     }

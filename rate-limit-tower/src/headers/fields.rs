@@ -166,13 +166,13 @@ pub(super) fn list_value(
 /// One layer's last `RateLimit-Policy` value and the limits it describes. The policy
 /// changes only when a limit does (a quota changed at run time, a principal's override),
 /// so most responses send the value rendered for the first one, shared, not rendered again;
-/// and the `RateLimit` field's names come pre-rendered with it.
+/// the `RateLimit` field's names and the `RateLimit-Limit` values come pre-rendered with it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PolicyCache(std::sync::OnceLock<(Vec<Term>, HeaderValue)>);
 
 /// What a policy value says of one limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Term {
+pub(super) struct Term {
     name: Arc<str>,
     quota: u64,
     window: u64,
@@ -180,6 +180,8 @@ struct Term {
     /// `"name";r=`, the limit's start in the `RateLimit` field; `None` for a name the
     /// field leaves out.
     now_prefix: Option<Box<[u8]>>,
+    /// The quota, as `RateLimit-Limit` sends it.
+    pub(super) quota_value: HeaderValue,
 }
 
 impl Term {
@@ -194,6 +196,7 @@ impl Term {
             window: l.window,
             concurrent: l.concurrent,
             now_prefix: sayable.then(|| format!("\"{}\";r=", l.name).into_bytes().into()),
+            quota_value: int_value(l.quota),
         }
     }
 
@@ -206,53 +209,52 @@ impl Term {
 }
 
 impl PolicyCache {
-    /// The `RateLimit-Policy` and `RateLimit` values of `limits`: the cached policy and
-    /// names when they describe them, else both rendered afresh.
-    pub(super) fn values(&self, limits: &[LimitStatus]) -> [Option<HeaderValue>; 2] {
+    /// The cached terms and policy value, when they describe `limits` (the first limits
+    /// seen are cached); `None` when `limits` must be rendered afresh.
+    pub(super) fn terms(&self, limits: &[LimitStatus]) -> Option<(&[Term], &HeaderValue)> {
         let (terms, policy) = match self.0.get() {
             Some(cached) => cached,
             None => {
-                let Some(policy) = policy_value(limits) else {
-                    return [None, now_value(limits)];
-                };
+                let policy = policy_value(limits)?;
                 let terms = limits.iter().map(Term::of).collect();
                 // A race between two first requests keeps one of two equal values.
                 let _ = self.0.set((terms, policy));
-                match self.0.get() {
-                    Some(cached) => cached,
-                    None => return [policy_value(limits), now_value(limits)],
-                }
+                self.0.get()?
             }
         };
-        if terms.len() != limits.len() || !terms.iter().zip(limits).all(|(t, l)| t.describes(l)) {
-            return [policy_value(limits), now_value(limits)];
-        }
-        let at_most = terms
-            .iter()
-            .map(|t| {
-                t.now_prefix
-                    .as_ref()
-                    .map_or(0, |p| p.len() + 2 + 3 + 2 * 15)
-            })
-            .sum();
-        let now = in_arena(at_most, |buf| {
-            let mut first = true;
-            for (t, l) in terms.iter().zip(limits) {
-                let Some(prefix) = &t.now_prefix else {
-                    continue;
-                };
-                if !first {
-                    buf.extend_from_slice(b", ");
-                }
-                first = false;
-                buf.extend_from_slice(prefix);
-                put_int(buf, l.remaining);
-                buf.extend_from_slice(b";t=");
-                put_int(buf, l.reset);
-            }
-        });
-        [Some(policy.clone()), now]
+        let same =
+            terms.len() == limits.len() && terms.iter().zip(limits).all(|(t, l)| t.describes(l));
+        same.then_some((terms.as_slice(), policy))
     }
+}
+
+/// The `RateLimit` value of `limits`, with the names `terms` pre-rendered (`terms`
+/// describe `limits`).
+pub(super) fn now_from_terms(terms: &[Term], limits: &[LimitStatus]) -> Option<HeaderValue> {
+    let at_most = terms
+        .iter()
+        .map(|t| {
+            t.now_prefix
+                .as_ref()
+                .map_or(0, |p| p.len() + 2 + 3 + 2 * 15)
+        })
+        .sum();
+    in_arena(at_most, |buf| {
+        let mut first = true;
+        for (t, l) in terms.iter().zip(limits) {
+            let Some(prefix) = &t.now_prefix else {
+                continue;
+            };
+            if !first {
+                buf.extend_from_slice(b", ");
+            }
+            first = false;
+            buf.extend_from_slice(prefix);
+            put_int(buf, l.remaining);
+            buf.extend_from_slice(b";t=");
+            put_int(buf, l.reset);
+        }
+    })
 }
 
 /// `RateLimit: "name";r=50;t=30, ...`

@@ -347,9 +347,13 @@ impl RateLimitInfo {
         // one entry instead of six when `content-length` would overflow it; with the IETF
         // pair alone it need not grow at all.
         headers.reserve(3 * usize::from(trio) + 2 * usize::from(ietf) + 1);
+        let cached = fresh.and_then(|cache| cache.terms(&self.limits));
         if trio {
             let h = self.headline();
-            headers.insert(RATELIMIT_LIMIT, int_value(h.quota));
+            let quota = cached
+                .and_then(|(terms, _)| terms.get(self.headline))
+                .map_or_else(|| int_value(h.quota), |t| t.quota_value.clone());
+            headers.insert(RATELIMIT_LIMIT, quota);
             headers.insert(RATELIMIT_REMAINING, int_value(h.remaining));
             headers.insert(RATELIMIT_RESET, int_value(h.reset));
         } else if fresh.is_none() {
@@ -358,9 +362,11 @@ impl RateLimitInfo {
             }
         }
         if ietf {
-            let [policy, now] = match fresh {
-                Some(cache) => cache.values(&self.limits),
-                None => [policy_value(&self.limits), now_value(&self.limits)],
+            let (policy, now) = match cached {
+                Some((terms, policy)) => {
+                    (Some(policy.clone()), now_from_terms(terms, &self.limits))
+                }
+                None => (policy_value(&self.limits), now_value(&self.limits)),
             };
             put(headers, RATELIMIT_POLICY, policy);
             put(headers, RATELIMIT, now);
@@ -377,7 +383,7 @@ impl RateLimitInfo {
 mod fields;
 
 pub(crate) use fields::{PolicyCache, expose, retry_after};
-use fields::{int_value, now_value, policy_value, put, write_held};
+use fields::{int_value, now_from_terms, now_value, policy_value, put, write_held};
 
 #[cfg(test)]
 mod tests;
