@@ -10,6 +10,8 @@
 //! send their rate-limit headers. Figures: median over rounds of requests per second, and
 //! p50 / p99 latency.
 //!
+//! `HTTP_BENCH_ROUNDS=9` alternates nine rounds (default three), and each figure is the
+//! median; the server thread's CPU per request is read from `/proc`.
 //! `HTTP_BENCH_PEERS=ours,ours-redis` runs only those servers; `HTTP_BENCH_KEYS=1` puts every
 //! allowed request on one key (a hot key: a global budget, one big tenant). `ours-redis-lease`
 //! is `ours-redis` with the limit leased (bench-server's `BENCH_LEASE=1`: slices of up to
@@ -34,7 +36,16 @@ use common::cpu::ThreadCpu;
 const CONNECTIONS: usize = 32;
 const WARM: Duration = Duration::from_millis(500);
 const MEASURE: Duration = Duration::from_secs(2);
+/// Rounds of each peer, alternating (`HTTP_BENCH_ROUNDS` to change).
 const ROUNDS: usize = 3;
+
+fn rounds() -> usize {
+    std::env::var("HTTP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(ROUNDS)
+}
 
 struct Running {
     addr: SocketAddr,
@@ -234,7 +245,7 @@ fn main() {
         let mut st = vec![[0u64; 2]; peers.len()];
         let mut cpu = vec![Vec::new(); peers.len()];
         let (mut commands, mut sent) = (vec![0u64; peers.len()], vec![0u64; peers.len()]);
-        for round in 0..ROUNDS {
+        for round in 0..rounds() {
             for (k, &peer) in peers.iter().enumerate() {
                 let url = redis.as_ref().map(Redis::url);
                 if let (true, Some(r)) = (peer.on_redis(), &redis) {

@@ -73,11 +73,18 @@ fn run_one(spec: &str) {
     let n: u64 = n.parse().expect("a request count");
     let (peer, traffic) = case.rsplit_once('-').expect("<peer>-<traffic>");
     let peer = Peer::parse(peer)
-        .filter(|p| !p.on_redis())
-        .expect("bare, noop-layer, ours or governor");
+        .expect("bare, noop-layer, ours, governor, ours-redis or ours-redis-lease");
     let refused = traffic == "refused";
     let rt = runtime();
-    let mut r = peer.router(refused, None);
+    // The Redis peers count in a redis-server of the bench's own (one request at a time:
+    // the client side of one uncoalesced check per request).
+    let redis = peer
+        .on_redis()
+        .then(|| rate_limit_testkit::redis::RedisServer::try_start().expect("redis-server"));
+    let url = redis
+        .as_ref()
+        .map(rate_limit_testkit::redis::RedisServer::url);
+    let mut r = rt.block_on(async { peer.router(refused, url.as_deref()) });
     let keys = keys(refused);
     let statuses = rt.block_on(async {
         if refused {

@@ -264,13 +264,19 @@ impl RedisServer {
 
     /// Runs `redis-cli -p PORT args…` and returns its output.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
+        String::from_utf8_lossy(&self.cli_bytes(args)).into_owned()
+    }
+
+    /// [`cli`](Self::cli)'s output as bytes (a binary reply, raw, as `redis-cli` writes it
+    /// to a pipe, then a newline).
+    pub fn cli_bytes(&self, args: &[&str]) -> Vec<u8> {
+        Command::new("redis-cli")
             .args(["-p", &self.port.to_string()])
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .expect("redis-cli is installed");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            .expect("redis-cli is installed")
+            .stdout
     }
 }
 

@@ -101,15 +101,18 @@ fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
         server.cli(&["FLUSHALL"]);
         // KEYS a b c; slack 1000 ms; 3 chains of one check each, in order: a fixed window
         // of 5 per minute; chain 2's algorithm is `bad`; a token bucket of 10.
-        let reply = server.cli(&[
+        let reply = server.cli_bytes(&[
             "EVAL", CHAIN_LUA, "3", "a", "b", "c", "1000", "3", //
             "0", "1", "1", "5", "60000000", "1", //
             "0", "1", bad, "5", "60000000", "1", //
             "0", "1", "4", "10", "1000000", "2",
         ]);
-        let nums: Vec<i64> = reply
-            .lines()
-            .map(|l| l.trim().parse().unwrap_or_else(|_| panic!("{reply}")))
+        // One string of 8-byte little-endian integers (then redis-cli's newline).
+        let packed = reply.strip_suffix(b"\n").unwrap_or(&reply);
+        assert_eq!(packed.len() % 8, 0, "{reply:?}");
+        let nums: Vec<i64> = packed
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
             .collect();
         // now, 3 chains; (0, 1, six numbers); (1, 0); (0, 1, six numbers)
         assert_eq!(nums.len(), 2 + 8 + 2 + 8, "{nums:?}");

@@ -422,4 +422,13 @@ for key, at in pairs(expiry) do
   redis.call('SET', key, encode(state[key]), 'PX', ttl)
 end
 
-return out
+-- The answer as one string of 8-byte little-endian integers, not an array: a client reads
+-- one bulk string at once, where an array costs it a parse per element (about 1 000
+-- instructions each in redis-rs, ten for a one-check chain); packing is one C call per 200
+-- numbers (under `unpack`'s limit), cheaper for Redis than an array's reply.
+local parts = {}
+for i = 1, #out, 200 do
+  local j = math.min(i + 199, #out)
+  parts[#parts + 1] = struct.pack('<' .. string.rep('i8', j - i + 1), unpack(out, i, j))
+end
+return table.concat(parts)

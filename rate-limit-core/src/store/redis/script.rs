@@ -1,6 +1,14 @@
 //! The chain script's calling convention: keys, then the slack and the number of chains,
 //! then per chain its mode, its number of checks and four numbers per check; and the
 //! answer's layout. `chain.lua` reads exactly this.
+//!
+//! The answer is one bulk string of 8-byte little-endian integers, packed by the `struct`
+//! library every Redis since 2.6 and every Valkey embed in their Lua. It was an array of
+//! integers: redis-rs parses an array element by element (~1 000 instructions each, ten
+//! for a one-check chain), a bulk string at once. Measured under callgrind (`LAYER_RUN=
+//! ours-redis-allowed:5000`, BENCHMARKS.md): 10 160 fewer instructions per request on the
+//! client, and Redis's own CPU per check unchanged (`redis_cpu`: 4.6 µs coalesced, before
+//! and after); rendering the integers as text in Lua instead cost Redis 7–13% more.
 
 use redis::{Script, Value};
 
@@ -148,17 +156,22 @@ pub(super) type Grants = Vec<(usize, u64)>;
 /// refused its arguments (it charged nothing).
 pub(super) type ChainAnswer = Option<(Vec<Decision>, Grants)>;
 
-/// Decodes `{now, chains, per chain: (0, n, n × (outcome, limit, remaining, reset, retry,
-/// window)) or (1, 0)}` for a call of `chains` chains.
+/// Decodes `now, chains`, then per chain `0, n` and n × `(outcome, limit, remaining,
+/// reset, retry, window)`, or `1, 0`, for a call of `chains` chains: one string of 8-byte
+/// little-endian integers (one bulk string is one parse for the client; an array was one
+/// per element). A negative number, or a length not a multiple of 8, is a bad answer.
 pub(super) fn decode(v: &Value, chains: usize) -> Result<(u64, Vec<ChainAnswer>), StoreError> {
-    let Value::Array(items) = v else {
+    let Value::BulkString(bytes) = v else {
         return Err(bad_answer());
     };
-    let mut nums = items.iter().map(|i| match i {
-        Value::Int(n) => u64::try_from(*n).map_err(|_| bad_answer()),
-        _ => Err(bad_answer()),
+    if bytes.len() % 8 != 0 {
+        return Err(bad_answer());
+    }
+    let mut nums = bytes.chunks_exact(8).map(|b| {
+        let n = i64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]));
+        u64::try_from(n).ok()
     });
-    let mut next = || nums.next().unwrap_or_else(|| Err(bad_answer()));
+    let mut next = || nums.next().flatten().ok_or_else(bad_answer);
     let now = next()?;
     if next()? != chains as u64 {
         return Err(bad_answer());
@@ -201,5 +214,44 @@ pub(super) fn int(v: Option<&Value>) -> u64 {
     match v {
         Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packed(nums: &[i64]) -> Value {
+        Value::BulkString(nums.iter().flat_map(|n| n.to_le_bytes()).collect())
+    }
+
+    #[test]
+    fn a_packed_answer_decodes_and_a_malformed_one_is_a_bad_answer_never_a_panic() {
+        // now, 2 chains: (0, 1, one allowed decision), (1, 0).
+        let ok = packed(&[1_799_971_200_000_000, 2, 0, 1, 0, 10, 9, 6, 0, 60, 1, 0]);
+        let (now, chains) = decode(&ok, 2).unwrap();
+        assert_eq!(now, 1_799_971_200_000_000);
+        let (ds, grants) = chains[0].as_ref().unwrap();
+        assert_eq!((ds[0].limit(), ds[0].remaining()), (10, 9));
+        assert!(ds[0].is_allowed() && grants.is_empty());
+        assert!(chains[1].is_none(), "the second chain failed alone");
+        let Value::BulkString(bytes) = &ok else {
+            unreachable!()
+        };
+        for bad in [
+            Value::BulkString(bytes[..bytes.len() - 3].to_vec()),
+            Value::BulkString(bytes[..bytes.len() - 8].to_vec()),
+            packed(&[1, 2, 0, 1, -1, 10, 9, 6, 0, 60, 1, 0]),
+            packed(&[1, 3]),
+            Value::Array(vec![Value::Int(1), Value::Int(0)]),
+            Value::Nil,
+        ] {
+            assert_eq!(
+                decode(&bad, 2).unwrap_err().kind(),
+                crate::protocol::StoreErrorKind::Indeterminate,
+                "{bad:?}"
+            );
+        }
+        assert!(decode(&packed(&[5, 0]), 0).unwrap().1.is_empty());
     }
 }
