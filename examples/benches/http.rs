@@ -33,7 +33,16 @@ mod common;
 use common::Peer;
 use common::cpu::ThreadCpu;
 
+/// Keep-alive connections of the load generator (`HTTP_BENCH_CONNECTIONS` to change).
 const CONNECTIONS: usize = 32;
+
+fn connections() -> usize {
+    std::env::var("HTTP_BENCH_CONNECTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(CONNECTIONS)
+}
 const WARM: Duration = Duration::from_millis(500);
 const MEASURE: Duration = Duration::from_secs(2);
 /// Rounds of each peer, alternating (`HTTP_BENCH_ROUNDS` to change).
@@ -135,7 +144,7 @@ fn load(addr: SocketAddr, refused: bool, cpu: Option<ThreadCpu>) -> Figures {
             Some(cpu.seconds()? - from)
         });
         let mut tasks = Vec::new();
-        for c in 0..CONNECTIONS {
+        for c in 0..connections() {
             let keys = Arc::clone(&keys);
             tasks.push(tokio::spawn(async move {
                 let stream = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -77,16 +77,20 @@ pub(super) enum Eval {
 impl Invocation<'_> {
     /// `EVALSHA sha …`, or `EVAL script …`.
     pub(super) fn cmd(&self, eval: Eval) -> redis::Cmd {
-        let mut cmd = if eval == Eval::WithText {
-            let mut c = redis::cmd("EVAL");
-            c.arg(self.code);
-            c
+        let (name, body) = if eval == Eval::WithText {
+            ("EVAL", self.code)
         } else {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(self.script.get_hash());
-            c
+            ("EVALSHA", self.script.get_hash())
         };
-        cmd.arg(self.keys.len()).arg(self.keys);
+        // Sized once: grown argument by argument it reallocated its two buffers ~6 times
+        // per call (3 440 instructions for a one-check chain).
+        let data = name.len()
+            + body.len()
+            + 20
+            + self.keys.iter().map(String::len).sum::<usize>()
+            + 20 * self.args.len();
+        let mut cmd = redis::Cmd::with_capacity(3 + self.keys.len() + self.args.len(), data);
+        cmd.arg(name).arg(body).arg(self.keys.len()).arg(self.keys);
         for a in self.args {
             cmd.arg(*a);
         }
