@@ -9,7 +9,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use rate_limit_core::limiter::{Reservation, Slot, SlotAnswer, SlotKey};
+use rate_limit_core::limiter::{Ask, Reservation, Slot, SlotAnswer, SlotKey};
 use rate_limit_core::{Answer, Chain};
 use tower_service::Service;
 
@@ -41,9 +41,11 @@ pub(crate) enum Admission {
 }
 
 impl CheckFuture {
-    pub(crate) fn new(shared: Arc<Shared>, chain: Chain) -> Self {
+    /// The rules' check; `ask`: what the memory front said when it could not answer (the
+    /// store is then asked without passing the front again).
+    pub(crate) fn new(shared: Arc<Shared>, chain: Chain, ask: Option<Ask>) -> Self {
         Self(Box::pin(async move {
-            let answer = check(&shared, &chain).await;
+            let answer = check(&shared, &chain, ask).await;
             settle(&shared, &chain, answer, Vec::new()).await
         }))
     }
@@ -81,16 +83,19 @@ impl CheckFuture {
                     _ => return Admission::Respond(response::unavailable(1)),
                 }
             }
-            let answer = check(&shared, &chain).await;
+            let answer = check(&shared, &chain, None).await;
             settle(&shared, &chain, answer, slots).await
         }))
     }
 }
 
-async fn check(shared: &Shared, chain: &Chain) -> Answer {
+async fn check(shared: &Shared, chain: &Chain, ask: Option<Ask>) -> Answer {
     #[cfg(feature = "metrics")]
     let started = tokio::time::Instant::now();
-    let answer = shared.limiter.check(chain, shared.policy).await;
+    let answer = match ask {
+        Some(ask) => shared.limiter.ask(chain, shared.policy, ask).await,
+        None => shared.limiter.check(chain, shared.policy).await,
+    };
     #[cfg(feature = "metrics")]
     metrics::latency(started.elapsed());
     answer

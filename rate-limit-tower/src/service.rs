@@ -125,7 +125,8 @@ where
         // answered here, with no future to box and no service to clone.
         #[cfg(feature = "metrics")]
         let started = tokio::time::Instant::now();
-        if let Some(answer) = shared.limiter.try_check(&chain, shared.policy) {
+        let answer = shared.limiter.try_check_or_ask(&chain, shared.policy);
+        if let Ok(answer) = answer {
             #[cfg(feature = "metrics")]
             crate::metrics::latency(started.elapsed());
             if answer.decision().is_some_and(|d| !d.delay().is_zero()) {
@@ -150,7 +151,9 @@ where
                 ),
             };
         }
-        let check = CheckFuture::new(Arc::clone(&self.shared), chain);
+        // Not answered from memory: the store is asked, the memory front not passed again.
+        let ask = answer.err();
+        let check = CheckFuture::new(Arc::clone(&self.shared), chain, ask);
         self.checked(check, req, ctx)
     }
 }

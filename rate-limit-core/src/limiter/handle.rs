@@ -155,11 +155,23 @@ impl<S: Store> Limiter<S> {
     /// whatever `policy` says — that refusal is still the true answer.
     pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Answer {
         // The chain's failure domains are computed once (on a Cluster: a slot per key).
-        let domains = match self.answer_from_memory(chain, policy) {
-            Ok(answer) => return answer,
-            Err(domains) => domains,
-        };
-        let answer = match self.call(domains, || self.inner.store.check(chain)).await {
+        match self.answer_from_memory(chain, policy) {
+            Ok(answer) => answer,
+            Err(domains) => self.ask(chain, policy, Ask(domains)).await,
+        }
+    }
+
+    /// [`try_check`](Self::try_check), or, when the store must be asked, what
+    /// [`ask`](Self::ask) needs to ask it: a caller that tries first and then waits passes
+    /// the memory front (the deny cache, leased slices, the cool-down) once, not twice.
+    pub fn try_check_or_ask(&self, chain: &Chain, policy: FailurePolicy) -> Result<Answer, Ask> {
+        self.answer_from_memory(chain, policy).map_err(Ask)
+    }
+
+    /// Asks the store about a chain [`try_check_or_ask`](Self::try_check_or_ask) could not
+    /// answer from memory; when the store cannot answer, `policy` decides.
+    pub async fn ask(&self, chain: &Chain, policy: FailurePolicy, ask: Ask) -> Answer {
+        let answer = match self.call(ask.0, || self.inner.store.check(chain)).await {
             Ok(decision) => Answer::Store(decision),
             Err(reason) => self.failed_answer(chain, policy, reason),
         };
@@ -314,6 +326,11 @@ impl<S: Store> Limiter<S> {
         }
     }
 }
+
+/// A chain the limiter could not answer from memory: what [`Limiter::ask`] needs to ask
+/// the store (the chain's failure domains, computed once).
+#[derive(Debug, Clone, Copy)]
+pub struct Ask(Domains);
 
 /// Sets the delays of an admitted answer's decisions from their limits' [`Delay`]s and
 /// the counts the store answered: no extra call.

@@ -60,6 +60,7 @@ mod slot;
 pub use crate::limit::SlotKey;
 pub use crate::protocol::Reservation;
 pub use builder::LimiterBuilder;
+pub use handle::Ask;
 pub use hold::{Holding, default_max_held};
 pub use policy::FailureReason;
 pub use slot::{Slot, SlotAnswer};

@@ -33,7 +33,17 @@ impl Domains {
 
     /// The domains, ascending.
     pub fn iter(self) -> impl Iterator<Item = u32> {
-        (0..Self::COUNT).filter(move |d| self.0 & (1 << d) != 0)
+        // Set bits only, lowest first: a test of all 64 cost ~300 instructions a call, three
+        // calls per request that goes to the store.
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let d = bits.trailing_zeros();
+            bits &= bits - 1;
+            Some(d)
+        })
     }
 }
 
