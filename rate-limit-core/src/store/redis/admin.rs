@@ -20,7 +20,7 @@ impl RedisStore {
     pub async fn health(&self) -> Result<(), StoreError> {
         #[cfg(feature = "cluster")]
         if let Some(c) = self.inner.conn.cluster() {
-            let args = head(self.inner.slack_ms, 0);
+            let args = head(self.inner.slack_ms, 0, 0);
             let inv = Invocation {
                 script: &self.inner.chain,
                 code: CHAIN_LUA,

@@ -142,8 +142,11 @@ pub(super) fn mark_bans<'a>(checks: impl IntoIterator<Item = &'a Key>, decisions
 }
 
 /// The head of a chain-script call for `chains` chains.
-pub(super) fn head(slack_ms: u64, chains: usize) -> Vec<u64> {
-    vec![slack_ms, chains as u64]
+/// The call's first two numbers, in a vector with room for `then` more (the chains').
+pub(super) fn head(slack_ms: u64, chains: usize, then: usize) -> Vec<u64> {
+    let mut args = Vec::with_capacity(2 + then);
+    args.extend([slack_ms, chains as u64]);
+    args
 }
 
 /// Appends one chain: its mode, its number of checks, then `checks` (four numbers each,
