@@ -48,12 +48,7 @@ async fn an_admitted_response_carries_the_record_only_when_asked_and_a_refusal_a
     let (layer, _) = fresh();
     let layer = layer.rule(Rule::new(minute("per-player", 1), participant()));
     let svc = app(&layer);
-    let req = || {
-        from("1.2.3.4:5")
-            .header("x-participant-id", "p1")
-            .body(empty())
-            .unwrap()
-    };
+    let req = || player("p1");
     let r = send(svc.clone(), req()).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.header("ratelimit-remaining"), Some("0"));
@@ -72,12 +67,7 @@ async fn the_cached_policy_follows_a_quota_changed_at_run_time() {
     let limit = minute("per-player", 5);
     let layer = layer.rule(Rule::new(limit.clone(), participant()));
     let svc = app(&layer);
-    let req = |who: &str| {
-        from("1.2.3.4:5")
-            .header("x-participant-id", who)
-            .body(empty())
-            .unwrap()
-    };
+    let req = player;
     let r = send(svc.clone(), req("a")).await;
     assert_eq!(
         r.header("ratelimit-policy"),
@@ -108,12 +98,7 @@ async fn refused_requests_get_429_json_and_a_whole_second_retry_after() {
     let (layer, clock) = fresh();
     let layer = layer.rule(Rule::new(minute("per-player", 2), participant()));
     let svc = app(&layer);
-    let req = || {
-        from("1.2.3.4:5")
-            .header("x-participant-id", "p1")
-            .body(empty())
-            .unwrap()
-    };
+    let req = || player("p1");
     for _ in 0..2 {
         assert_eq!(send(svc.clone(), req()).await.status, StatusCode::OK);
     }
@@ -160,12 +145,7 @@ async fn a_denial_by_the_second_rule_describes_the_second_rule() {
         .rule(Rule::new(minute("loose", 100), Global))
         .rule(Rule::new(minute("strict", 1), participant()));
     let svc = app(&layer);
-    let req = || {
-        from("1.2.3.4:5")
-            .header("x-participant-id", "p")
-            .body(empty())
-            .unwrap()
-    };
+    let req = || player("p");
     send(svc.clone(), req()).await;
     let r = send(svc, req()).await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
@@ -231,12 +211,7 @@ async fn two_layers_describe_the_more_restrictive_limit() {
         .info_extension(true);
     // The global guard outside, the route's rules inside.
     let svc = global.layer(app(&route));
-    let req = || {
-        from("1.2.3.4:5")
-            .header("x-participant-id", "p")
-            .body(empty())
-            .unwrap()
-    };
+    let req = || player("p");
     let r = send(svc.clone(), req()).await;
     assert_eq!(
         r.header("ratelimit-limit"),

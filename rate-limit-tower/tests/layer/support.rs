@@ -82,6 +82,14 @@ where
     }
 }
 
+/// A request from `1.2.3.4:5` by the participant `id` (`x-participant-id`).
+pub(crate) fn player(id: &str) -> Request<Body> {
+    from("1.2.3.4:5")
+        .header("x-participant-id", id)
+        .body(empty())
+        .unwrap()
+}
+
 pub(crate) fn empty() -> Body {
     Full::new(Bytes::new())
 }
