@@ -9,6 +9,11 @@
 //! A last pair of cases puts a ban ([`Limit::ban`]) in front of the one-check chain: what
 //! a ban rule costs Redis on an admitted request (one more key read, no write).
 //!
+//! A last line is the yardstick (issue #25, item 3): the same number of one-check "checks"
+//! as plain commands, pipelined 32 to a round trip as the coalesced calls are: a `TIME` per
+//! round trip and a `GET` and a `SET … PX` per check, on keys and values shaped like the
+//! store's. The script's Redis CPU ÷ this is what the script adds over its own I/O.
+//!
 //! `cargo bench -p rate-limit-examples --bench redis_cpu` (`CHECKS=` to change the count)
 
 #![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
@@ -116,4 +121,51 @@ fn main() {
             checks as f64 / wall.as_secs_f64()
         );
     }
+    plain(&rt, checks);
+}
+
+/// The yardstick: `TIME` + per check `GET` + `SET … PX`, 32 checks a pipeline, two tasks
+/// (so that one pipeline is in flight while the other is answered, as coalesced calls are).
+fn plain(rt: &tokio::runtime::Runtime, checks: u64) {
+    const BATCH: u64 = 32;
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let cpu0 = server.cpu_time();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..2u64)
+            .map(|t| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+                    let mut i = t * BATCH;
+                    while i < checks {
+                        let mut pipe = redis::pipe();
+                        pipe.cmd("TIME");
+                        for j in i..(i + BATCH).min(checks) {
+                            // As the store's key and a token bucket's encoded state.
+                            let key = format!("rl:{{u:u{}}}:burst", j % 10_000);
+                            pipe.cmd("GET").arg(&key).ignore();
+                            pipe.cmd("SET")
+                                .arg(&key)
+                                .arg("999999|1799971200000000")
+                                .arg("PX")
+                                .arg(61_000)
+                                .ignore();
+                        }
+                        let _: redis::Value = pipe.query_async(&mut conn).await.unwrap();
+                        i += 2 * BATCH;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let cpu = server.cpu_time().saturating_sub(cpu0);
+    println!(
+        "plain TIME + GET + SET, 32 a pipeline: {:>5.2} µs of Redis CPU per check",
+        cpu.as_secs_f64() * 1e6 / checks as f64
+    );
 }
