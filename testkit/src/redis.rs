@@ -126,10 +126,13 @@ impl RedisServer {
         };
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
+        let ours = self.pid().map(|pid| format!("process_id:{pid}"));
         while Instant::now() < deadline {
-            if self
-                .try_command(&["PING"])
-                .is_some_and(|r| r.contains("PONG"))
+            // Ours, not another test's server that took the port first (it would answer
+            // PING while ours fails to bind; two tests sharing a server see each other's keys,
+            // and one's drop stops the other's server).
+            if let (Some(info), Some(ours)) = (self.try_command(&["INFO", "server"]), &ours)
+                && info.lines().any(|l| l.trim() == ours.as_str())
             {
                 return true;
             }
