@@ -50,6 +50,8 @@ pub struct Answering {
     pub(crate) redirect_path: Option<String>,
     /// The most whole seconds added to a refusal's `Retry-After` (0: none).
     pub(crate) jitter: u64,
+    /// The last `RateLimit-Policy` value written, for admitted and refused answers alike.
+    pub(crate) policy: headers::PolicyCache,
 }
 
 impl fmt::Debug for Answering {
@@ -71,6 +73,7 @@ impl Default for Answering {
             redirect: None,
             redirect_path: None,
             jitter: 0,
+            policy: headers::PolicyCache::default(),
         }
     }
 }
@@ -195,7 +198,8 @@ impl Answering {
             (Some(page), true) => response::redirect(page),
             _ => self.responder.limited(&denied),
         };
-        info.write(self.style, resp.headers_mut());
+        // A response of our own: nothing to replace, and the policy as last rendered.
+        info.write_fresh(self.style, resp.headers_mut(), &self.policy);
         if let Some(secs) = denied.retry_after_secs() {
             resp.headers_mut()
                 .insert(http::header::RETRY_AFTER, headers::retry_after(secs));
@@ -266,7 +270,8 @@ impl Answering {
                     (Some(page), true, Some(_)) => response::redirect(page),
                     _ => self.responder.limited(&denied),
                 };
-                info.write(self.style, resp.headers_mut());
+                // A response of our own: nothing to replace, and the policy as last rendered.
+                info.write_fresh(self.style, resp.headers_mut(), &self.policy);
                 resp.extensions_mut().insert(info);
                 if let Some(secs) = retry {
                     resp.headers_mut()

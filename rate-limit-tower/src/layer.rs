@@ -91,7 +91,6 @@ impl RateLimitLayer {
                 in_flight: Vec::new(),
                 access: None,
                 info_extension: false,
-                policy_cache: crate::headers::PolicyCache::default(),
             }),
         }
     }

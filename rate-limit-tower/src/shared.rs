@@ -36,8 +36,6 @@ pub(crate) struct Shared {
     pub(crate) holding: Holding,
     /// Whether every admitted response carries [`RateLimitInfo`] (refusals always do).
     pub(crate) info_extension: bool,
-    /// The last `RateLimit-Policy` value this layer sent.
-    pub(crate) policy_cache: headers::PolicyCache,
 }
 
 impl std::fmt::Debug for Shared {
@@ -196,7 +194,7 @@ impl Shared {
         if let Some(info) = merged {
             let style = self.answering.style;
             if fresh {
-                info.write_fresh(style, resp.headers_mut(), &self.policy_cache);
+                info.write_fresh(style, resp.headers_mut(), &self.answering.policy);
             } else {
                 info.write(style, resp.headers_mut());
             }
