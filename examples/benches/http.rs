@@ -36,24 +36,18 @@ use common::cpu::ThreadCpu;
 /// Keep-alive connections of the load generator (`HTTP_BENCH_CONNECTIONS` to change).
 const CONNECTIONS: usize = 32;
 
-fn connections() -> usize {
-    std::env::var("HTTP_BENCH_CONNECTIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(CONNECTIONS)
-}
 const WARM: Duration = Duration::from_millis(500);
 const MEASURE: Duration = Duration::from_secs(2);
 /// Rounds of each peer, alternating (`HTTP_BENCH_ROUNDS` to change).
 const ROUNDS: usize = 3;
 
-fn rounds() -> usize {
-    std::env::var("HTTP_BENCH_ROUNDS")
+/// A positive count from the environment variable `name`, or `default`.
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|n| *n > 0)
-        .unwrap_or(ROUNDS)
+        .unwrap_or(default)
 }
 
 struct Running {
@@ -122,11 +116,7 @@ fn load(addr: SocketAddr, refused: bool, cpu: Option<ThreadCpu>) -> Figures {
         .unwrap();
     rt.block_on(async move {
         // `HTTP_BENCH_KEYS=1`: every allowed request on one key (a hot key).
-        let n: usize = std::env::var("HTTP_BENCH_KEYS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(10_000);
+        let n = env_count("HTTP_BENCH_KEYS", 10_000);
         let keys: Arc<Vec<String>> = Arc::new(if refused {
             vec!["hot".to_owned()]
         } else {
@@ -144,7 +134,7 @@ fn load(addr: SocketAddr, refused: bool, cpu: Option<ThreadCpu>) -> Figures {
             Some(cpu.seconds()? - from)
         });
         let mut tasks = Vec::new();
-        for c in 0..connections() {
+        for c in 0..env_count("HTTP_BENCH_CONNECTIONS", CONNECTIONS) {
             let keys = Arc::clone(&keys);
             tasks.push(tokio::spawn(async move {
                 let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -254,7 +244,7 @@ fn main() {
         let mut st = vec![[0u64; 2]; peers.len()];
         let mut cpu = vec![Vec::new(); peers.len()];
         let (mut commands, mut sent) = (vec![0u64; peers.len()], vec![0u64; peers.len()]);
-        for round in 0..rounds() {
+        for round in 0..env_count("HTTP_BENCH_ROUNDS", ROUNDS) {
             for (k, &peer) in peers.iter().enumerate() {
                 let url = redis.as_ref().map(Redis::url);
                 if let (true, Some(r)) = (peer.on_redis(), &redis) {
