@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response};
-use rate_limit_core::{Answer, Chain, ConfigError, ConfigErrorKind};
+use rate_limit_core::{Answer, Chain, ChainDecision, ConfigError, ConfigErrorKind};
 
 use crate::headers::{self, HeaderStyle, RateLimitInfo};
 use crate::metrics;
@@ -234,15 +234,12 @@ impl Answering {
         }
         match answer {
             Answer::Store(d) | Answer::Memory { decision: d, .. } => {
+                if d.is_allowed() {
+                    return Verdict::Proceed(admitted(names, &d));
+                }
                 let Some(info) = RateLimitInfo::from_chain(names, &d) else {
                     return Verdict::Proceed(None);
                 };
-                if d.is_allowed() {
-                    for n in names {
-                        metrics::count_shared("rate_limit_allowed_total", n);
-                    }
-                    return Verdict::Proceed(Some(info));
-                }
                 let denied = info
                     .denied_by()
                     .cloned()
@@ -287,6 +284,15 @@ impl Answering {
             _ => Verdict::Respond(response::unavailable(1)),
         }
     }
+}
+
+/// An admitted chain's record (`None` when it shows no limit: a ban that let it through),
+/// its limits counted as allowed. One place for the layer's fast path and the verdict.
+pub(crate) fn admitted(names: &[Arc<str>], d: &ChainDecision) -> Option<RateLimitInfo> {
+    for n in names {
+        metrics::count_shared("rate_limit_allowed_total", n);
+    }
+    RateLimitInfo::from_chain(names, d)
 }
 
 impl Answering {

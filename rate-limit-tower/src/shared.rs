@@ -92,10 +92,7 @@ impl Shared {
         if let Answer::Store(d) = &answer
             && d.is_allowed()
         {
-            for n in &self.names {
-                metrics::count_shared("rate_limit_allowed_total", n);
-            }
-            return Next::Proceed(RateLimitInfo::from_chain(&self.names, d).map(Box::new));
+            return Next::Proceed(crate::answer::admitted(&self.names, d).map(Box::new));
         }
         match self
             .answering
