@@ -176,3 +176,38 @@ impl LimitBody for axum::body::Body {
         Self::new(ResponseBody::holding(self, slots))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+    use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
+
+    use super::*;
+
+    async fn text<B: Body<Data = Bytes>>(body: B) -> String
+    where
+        B::Error: std::fmt::Debug,
+    {
+        let bytes = body.collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_limit_body_answers_in_its_own_type_and_passes_the_inner_body_through() {
+        type Boxed = BoxBody<Bytes, std::convert::Infallible>;
+        type Unsync = UnsyncBoxBody<Bytes, std::convert::Infallible>;
+        assert_eq!(text(Boxed::from_bytes(Bytes::from("429"))).await, "429");
+        assert_eq!(text(Unsync::from_bytes(Bytes::from("429"))).await, "429");
+        let inner = || Full::new(Bytes::from("ok"));
+        let held = inner().boxed().holding(Vec::new());
+        assert_eq!(text(held).await, "ok");
+        let held = inner().boxed_unsync().holding(Vec::new());
+        assert_eq!(text(held).await, "ok");
+        let own = ResponseBody::<Full<Bytes>>::from_bytes(Bytes::from("429"));
+        assert_eq!(text(own).await, "429");
+        assert_eq!(
+            text(ResponseBody::new(inner()).holding(Vec::new())).await,
+            "ok"
+        );
+    }
+}
