@@ -289,10 +289,15 @@ impl Answering {
 /// An admitted chain's record (`None` when it shows no limit: a ban that let it through),
 /// its limits counted as allowed. One place for the layer's fast path and the verdict.
 pub(crate) fn admitted(names: &[Arc<str>], d: &ChainDecision) -> Option<RateLimitInfo> {
+    count_admitted(names);
+    RateLimitInfo::from_chain(names, d)
+}
+
+/// Counts an admitted chain's limits as allowed.
+pub(crate) fn count_admitted(names: &[Arc<str>]) {
     for n in names {
         metrics::count_shared("rate_limit_allowed_total", n);
     }
-    RateLimitInfo::from_chain(names, d)
 }
 
 impl Answering {

@@ -14,7 +14,7 @@ use rate_limit_core::{Answer, Chain};
 use tower_service::Service;
 
 use crate::body::LimitBody;
-use crate::headers::RateLimitInfo;
+use crate::headers::Record;
 #[cfg(feature = "metrics")]
 use crate::metrics;
 use crate::nesting;
@@ -170,7 +170,7 @@ pin_project! {
         },
         Call {
             #[pin] fut: S::Future,
-            info: Option<Box<RateLimitInfo>>,
+            record: Record,
             reservation: Option<Reservation>,
             slots: Vec<Slot>,
             shared: Arc<Shared>,
@@ -179,7 +179,7 @@ pin_project! {
         Settle {
             give: GiveBack,
             response: Option<S::Response>,
-            info: Option<Box<RateLimitInfo>>,
+            record: Record,
             slots: Vec<Slot>,
             shared: Arc<Shared>,
             ctx: Ctx,
@@ -210,7 +210,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
 
     pub(crate) fn call(
         fut: S::Future,
-        info: Option<Box<RateLimitInfo>>,
+        record: Record,
         reservation: Option<Reservation>,
         slots: Vec<Slot>,
         shared: Arc<Shared>,
@@ -219,7 +219,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         Self {
             kind: FutureKind::Call {
                 fut,
-                info,
+                record,
                 reservation,
                 slots,
                 shared,
@@ -255,7 +255,7 @@ fn own<R: LimitBody>(resp: Response<Bytes>) -> Response<R> {
 /// this layer's headers.
 fn finish<R: LimitBody>(
     resp: Response<R>,
-    info: Option<Box<RateLimitInfo>>,
+    record: Record,
     slots: Vec<Slot>,
     shared: &Shared,
     ctx: Ctx,
@@ -265,7 +265,7 @@ fn finish<R: LimitBody>(
     } else {
         resp.map(|b| b.holding(slots))
     };
-    shared.decorate(&mut resp, info, ctx);
+    shared.decorate(&mut resp, record, ctx);
     resp
 }
 
@@ -295,7 +295,7 @@ where
                 }
                 FutureKindProj::Call {
                     fut,
-                    info,
+                    record,
                     reservation,
                     slots,
                     shared,
@@ -311,14 +311,14 @@ where
                         Some(give) => FutureKind::Settle {
                             give,
                             response: Some(resp),
-                            info: info.take(),
+                            record: record.take(),
                             slots: std::mem::take(slots),
                             shared: Arc::clone(shared),
                             ctx: *ctx,
                         },
                         None => {
                             let resp =
-                                finish(resp, info.take(), std::mem::take(slots), shared, *ctx);
+                                finish(resp, record.take(), std::mem::take(slots), shared, *ctx);
                             return Poll::Ready(Ok(resp));
                         }
                     }
@@ -326,7 +326,7 @@ where
                 FutureKindProj::Settle {
                     give,
                     response,
-                    info,
+                    record,
                     slots,
                     shared,
                     ctx,
@@ -335,7 +335,7 @@ where
                     let Some(resp) = response.take() else {
                         return Poll::Ready(Ok(empty_500()));
                     };
-                    let resp = finish(resp, info.take(), std::mem::take(slots), shared, *ctx);
+                    let resp = finish(resp, record.take(), std::mem::take(slots), shared, *ctx);
                     return Poll::Ready(Ok(resp));
                 }
                 FutureKindProj::Check {
@@ -387,10 +387,10 @@ where
                 response: Some(resp),
             }
         }
-        Next::Proceed(info) => match (inner.take(), req.take()) {
+        Next::Proceed(record) => match (inner.take(), req.take()) {
             (Some(mut svc), Some(req)) => FutureKind::Call {
                 fut: nesting::below(|| svc.call(req)),
-                info: shared.with_slots(info, &slots),
+                record: shared.with_slots(record, &slots),
                 reservation,
                 slots,
                 shared: Arc::clone(shared),

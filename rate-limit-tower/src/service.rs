@@ -141,9 +141,9 @@ where
                     shared.expose(&mut resp, ctx);
                     ResponseFuture::ready(resp)
                 }
-                Next::Proceed(info) => ResponseFuture::call(
+                Next::Proceed(record) => ResponseFuture::call(
                     nesting::below(|| self.inner.call(req)),
-                    info,
+                    record,
                     reservation,
                     Vec::new(),
                     Arc::clone(shared),

@@ -10,7 +10,7 @@ use rate_limit_core::limiter::{Holding, Reservation};
 use rate_limit_core::{Answer, AnyStore, Chain, ChainMode, FailurePolicy, Limiter};
 
 use crate::answer::{Answering, Verdict};
-use crate::headers::{self, RateLimitInfo};
+use crate::headers::{self, RateLimitInfo, Record};
 use crate::metrics;
 use crate::response;
 use crate::rule::{BanAnswer, InFlightRule, Rule};
@@ -59,9 +59,8 @@ pub(crate) struct Ctx {
 
 /// What to do once the store answered.
 pub(crate) enum Next {
-    /// Call the inner service, then add these headers (boxed: the record rides in the
-    /// response future, which every poll and every move would otherwise copy whole).
-    Proceed(Option<Box<RateLimitInfo>>),
+    /// Call the inner service, then add the headers of this record.
+    Proceed(Record),
     /// Answer this instead.
     Respond(Response<Bytes>),
 }
@@ -92,13 +91,14 @@ impl Shared {
         if let Answer::Store(d) = &answer
             && d.is_allowed()
         {
-            return Next::Proceed(crate::answer::admitted(&self.names, d).map(Box::new));
+            crate::answer::count_admitted(&self.names);
+            return Next::Proceed(Record::admitted(&self.names, d));
         }
         match self
             .answering
             .verdict(answer, &self.names, ctx.wants_html, seed)
         {
-            Verdict::Proceed(info) => Next::Proceed(info.map(Box::new)),
+            Verdict::Proceed(info) => Next::Proceed(info.into()),
             Verdict::Respond(resp) => Next::Respond(resp),
         }
     }
@@ -118,10 +118,13 @@ impl Shared {
     /// Adds the in-flight limits of the slots a request holds to its headers' view.
     pub(crate) fn with_slots(
         &self,
-        info: Option<Box<RateLimitInfo>>,
+        record: Record,
         slots: &[rate_limit_core::limiter::Slot],
-    ) -> Option<Box<RateLimitInfo>> {
-        let mut info = info;
+    ) -> Record {
+        if slots.is_empty() {
+            return record;
+        }
+        let mut info = record.into_info(&self.names);
         for slot in slots {
             let limit = slot.key().in_flight();
             let rule = self
@@ -138,10 +141,10 @@ impl Shared {
             );
             match &mut info {
                 Some(i) => i.push_in_flight(status),
-                None => info = Some(Box::new(RateLimitInfo::in_flight_only(status))),
+                None => info = Some(RateLimitInfo::in_flight_only(status)),
             }
         }
-        info
+        info.into()
     }
 
     /// What an admitted request reserved, when a rule counts by outcome.
@@ -176,27 +179,30 @@ impl Shared {
     }
 
     /// Adds this layer's view (merged with an inner layer's) and CORS exposure.
-    pub(crate) fn decorate<B>(
-        &self,
-        resp: &mut Response<B>,
-        info: Option<Box<RateLimitInfo>>,
-        ctx: Ctx,
-    ) {
+    pub(crate) fn decorate<B>(&self, resp: &mut Response<B>, record: Record, ctx: Ctx) {
+        let style = self.answering.style;
         let inner = resp.extensions_mut().remove::<RateLimitInfo>();
+        // The common case: one limit, nothing to merge, no one to read the record.
+        if let (Record::One(one), None, false, Some(name)) =
+            (&record, &inner, ctx.record, self.names.first())
+            && one.write_fresh(style, resp.headers_mut(), name, &self.answering.policy)
+        {
+            self.expose(resp, ctx);
+            return;
+        }
         let fresh = inner.is_none();
-        let merged = match (info, inner) {
-            (Some(mine), Some(theirs)) => Some(Box::new(mine.merge(theirs))),
-            (mine, theirs) => mine.or(theirs.map(Box::new)),
+        let merged = match (record.into_info(&self.names), inner) {
+            (Some(mine), Some(theirs)) => Some(mine.merge(theirs)),
+            (mine, theirs) => mine.or(theirs),
         };
         if let Some(info) = merged {
-            let style = self.answering.style;
             if fresh {
                 info.write_fresh(style, resp.headers_mut(), &self.answering.policy);
             } else {
                 info.write(style, resp.headers_mut());
             }
             if ctx.record {
-                resp.extensions_mut().insert(*info);
+                resp.extensions_mut().insert(info);
             }
         }
         self.expose(resp, ctx);

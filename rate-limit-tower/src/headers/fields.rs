@@ -226,11 +226,33 @@ impl PolicyCache {
             terms.len() == limits.len() && terms.iter().zip(limits).all(|(t, l)| t.describes(l));
         same.then_some((terms.as_slice(), policy))
     }
+
+    /// The cached term and policy value when they describe one admitted limit alone:
+    /// `name`, with `quota` and `window` (seconds); `None` before the first response has
+    /// filled the cache, or when they differ.
+    pub(super) fn single(
+        &self,
+        name: &Arc<str>,
+        quota: u64,
+        window: u64,
+    ) -> Option<(&Term, &HeaderValue)> {
+        let ([term], policy) = self.0.get().map(|(t, p)| (t.as_slice(), p))? else {
+            return None;
+        };
+        let same = (Arc::ptr_eq(&term.name, name) || term.name == *name)
+            && term.quota == quota
+            && term.window == window
+            && !term.concurrent;
+        same.then_some((term, policy))
+    }
 }
 
-/// The `RateLimit` value of `limits`, with the names `terms` pre-rendered (`terms`
-/// describe `limits`).
-pub(super) fn now_from_terms(terms: &[Term], limits: &[LimitStatus]) -> Option<HeaderValue> {
+/// The `RateLimit` value of the limits `terms` describe, with their names pre-rendered;
+/// `numbers`: each limit's remaining units and reset, in the same order.
+pub(super) fn now_from_terms(
+    terms: &[Term],
+    numbers: impl IntoIterator<Item = (u64, u64)>,
+) -> Option<HeaderValue> {
     let at_most = terms
         .iter()
         .map(|t| {
@@ -241,7 +263,7 @@ pub(super) fn now_from_terms(terms: &[Term], limits: &[LimitStatus]) -> Option<H
         .sum();
     in_arena(at_most, |buf| {
         let mut first = true;
-        for (t, l) in terms.iter().zip(limits) {
+        for (t, (remaining, reset)) in terms.iter().zip(numbers) {
             let Some(prefix) = &t.now_prefix else {
                 continue;
             };
@@ -250,9 +272,9 @@ pub(super) fn now_from_terms(terms: &[Term], limits: &[LimitStatus]) -> Option<H
             }
             first = false;
             buf.extend_from_slice(prefix);
-            put_int(buf, l.remaining);
+            put_int(buf, remaining);
             buf.extend_from_slice(b";t=");
-            put_int(buf, l.reset);
+            put_int(buf, reset);
         }
     })
 }

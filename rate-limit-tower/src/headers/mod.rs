@@ -363,9 +363,10 @@ impl RateLimitInfo {
         }
         if ietf {
             let (policy, now) = match cached {
-                Some((terms, policy)) => {
-                    (Some(policy.clone()), now_from_terms(terms, &self.limits))
-                }
+                Some((terms, policy)) => (
+                    Some(policy.clone()),
+                    now_from_terms(terms, self.limits.iter().map(|l| (l.remaining, l.reset))),
+                ),
                 None => (policy_value(&self.limits), now_value(&self.limits)),
             };
             put(headers, RATELIMIT_POLICY, policy);
@@ -381,9 +382,11 @@ impl RateLimitInfo {
 }
 
 mod fields;
+mod record;
 
 pub(crate) use fields::{PolicyCache, expose, retry_after};
 use fields::{int_value, now_from_terms, now_value, policy_value, put, write_held};
+pub(crate) use record::Record;
 
 #[cfg(test)]
 mod tests;

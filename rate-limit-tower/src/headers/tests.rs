@@ -1,7 +1,7 @@
 //! Header rendering: each family, against a reference parser.
 
 use super::*;
-use rate_limit_core::Decision;
+use rate_limit_core::{ChainDecision, Decision};
 
 fn status(name: &str, remaining: u64, reset_us: u64, denied: bool) -> LimitStatus {
     let d = if denied {
@@ -189,4 +189,59 @@ fn policy_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
 /// `RateLimit: "name";r=50;t=30, ...`
 fn ratelimit_field(limits: &[LimitStatus]) -> Option<HeaderValue> {
     fields::now_value(limits)
+}
+
+/// An admitted limit's inline record says what the full view says: the same headers, in
+/// each style, and the same `RateLimitInfo` when something reads it.
+#[test]
+fn one_limits_record_writes_what_the_full_view_writes() {
+    let names: Vec<Arc<str>> = vec!["per-player".into()];
+    for reset_us in [0, 1, 1_500_000, 59_000_001] {
+        let d = ChainDecision::one(Decision::from_parts(
+            Outcome::Allowed,
+            10,
+            7,
+            reset_us,
+            0,
+            60_000_000,
+        ));
+        let full = RateLimitInfo::from_chain(&names, &d).expect("a limit shown");
+        let Record::One(one) = Record::admitted(&names, &d) else {
+            panic!("one admitted limit is kept inline");
+        };
+        assert_eq!(Record::One(one).into_info(&names).as_ref(), Some(&full));
+        for style in [HeaderStyle::Both, HeaderStyle::Ietf, HeaderStyle::Trio] {
+            let policy = PolicyCache::default();
+            let mut not_cached = HeaderMap::new();
+            assert!(
+                !one.write_fresh(style, &mut not_cached, &names[0], &policy),
+                "nothing cached yet: the full view writes (and fills the cache)"
+            );
+            assert!(not_cached.is_empty());
+            let mut expected = HeaderMap::new();
+            full.write_fresh(style, &mut expected, &policy);
+            let mut written = HeaderMap::new();
+            assert!(one.write_fresh(style, &mut written, &names[0], &policy));
+            assert_eq!(written, expected, "{style:?}, reset {reset_us} µs");
+            // Another limit (or a changed quota) is not described by the cache.
+            let other: Arc<str> = "other".into();
+            assert!(!one.write_fresh(style, &mut HeaderMap::new(), &other, &policy));
+        }
+    }
+}
+
+/// What is not one plainly admitted limit keeps the full view.
+#[test]
+fn other_answers_keep_the_full_view() {
+    let names: Vec<Arc<str>> = vec!["a".into(), "b".into()];
+    let allowed = Decision::from_parts(Outcome::Allowed, 10, 7, 1_000_000, 0, 60_000_000);
+    let two = ChainDecision::new(vec![allowed, allowed]);
+    assert!(matches!(Record::admitted(&names, &two), Record::Full(_)));
+    let denied = Decision::from_parts(Outcome::Denied, 10, 0, 1_000_000, 1_000_000, 60_000_000);
+    let refused = ChainDecision::one(denied);
+    assert!(matches!(
+        Record::admitted(&names, &refused),
+        Record::Full(_)
+    ));
+    assert!(Record::from(None).into_info(&names).is_none());
 }
