@@ -1,10 +1,9 @@
 //! Keys: a principal namespaced by a limit.
 
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::OnceLock;
+use std::hash::Hasher;
 
-use siphasher::sip128::{Hasher128, SipHasher13};
+use siphasher::sip128::Hasher128;
 
 use crate::limit::{Limit, Params};
 use crate::principal::Principal;
@@ -13,7 +12,8 @@ use crate::principal::Principal;
 ///
 /// Its text form is `<principal>/<limit name>`; the limit name holds no `/` and the principal
 /// no `/` either, so two keys are equal exactly when limit and principal are. The in-memory
-/// store identifies a key by a 128-bit SipHash-1-3 of that text under a random per-process
+/// store identifies a key by a 128-bit SipHash-1-3 of `<limit name>/<principal>` (the
+/// limit hashes its part once) under a random per-process
 /// key (a keyed PRF: a client who does not know the key cannot aim a collision, and an
 /// accidental one among `n` keys has odds of about `n²/2¹¹³`: the digest's low 16 bits
 /// are the limit's class, so the memory store can tell a key's limit without storing it).
@@ -44,40 +44,15 @@ impl PartialEq for Key {
 
 impl Eq for Key {}
 
-fn sip_keys() -> (u64, u64) {
-    static KEYS: OnceLock<(u64, u64)> = OnceLock::new();
-    *KEYS.get_or_init(|| {
-        // std's RandomState is seeded from the OS; hashing two constants with it yields two
-        // unpredictable words without another dependency.
-        let state = std::collections::hash_map::RandomState::new();
-        let mut a = state.build_hasher();
-        a.write_u64(0x5241_5445_4c49_4d31);
-        let mut b = state.build_hasher();
-        b.write_u64(0x5241_5445_4c49_4d32);
-        (a.finish(), b.finish())
-    })
-}
-
-/// A process-local 128-bit identity of `bytes` under `domain` (same keyed PRF as keys).
-pub(crate) fn local_digest(domain: &[u8], bytes: &[u8]) -> [u64; 2] {
-    let (k0, k1) = sip_keys();
-    let mut h = SipHasher13::new_with_keys(k0, k1);
-    h.write(domain);
-    h.write_u8(0xff);
-    h.write(bytes);
-    let d = h.finish128();
-    [d.h1, d.h2]
-}
-
 impl Key {
     /// The key of `principal` under `limit` (also [`Limit::key`]).
     #[inline]
     pub fn new(limit: Limit, principal: Principal) -> Self {
-        let (k0, k1) = sip_keys();
-        let mut h = SipHasher13::new_with_keys(k0, k1);
-        h.write(principal.as_bytes());
-        h.write_u8(b'/');
-        h.write(limit.name().as_bytes());
+        // Whole words, then the length: SipHash's byte-wise tail handling is skipped.
+        let mut h = limit.key_hasher();
+        let (len, words) = principal.as_words();
+        h.write(words);
+        h.write_u8(len);
         let d = h.finish128();
         let custom = limit.override_for(&principal);
         let class = u64::from(limit.class());

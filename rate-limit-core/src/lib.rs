@@ -35,6 +35,7 @@ pub mod clock;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
+mod digest;
 mod error;
 mod key;
 mod limit;

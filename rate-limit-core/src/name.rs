@@ -27,10 +27,18 @@ pub(crate) fn validate_name(name: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Whether `b` is one of `A-Z a-z 0-9 . _ -` (a table lookup: every principal's bytes
-/// are checked on every request).
+/// Whether `b` is one of `A-Z a-z 0-9 . _ -` (a table lookup).
 pub(crate) fn is_name_byte(b: u8) -> bool {
     NAME_BYTES[usize::from(b)]
+}
+
+/// Whether every byte of `bytes` is a name byte: every principal's bytes are checked on
+/// every request, so without a branch a byte (the table's answers and-ed together), where
+/// `all(is_name_byte)` stops at each byte to test it.
+pub(crate) fn all_name_bytes(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .fold(true, |ok, &b| ok & NAME_BYTES[usize::from(b)])
 }
 
 static NAME_BYTES: [bool; 256] = {
@@ -44,3 +52,21 @@ static NAME_BYTES: [bool; 256] = {
     }
     table
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fold_and_the_table_agree_on_every_byte() {
+        for b in 0..=255u8 {
+            assert_eq!(all_name_bytes(&[b]), is_name_byte(b), "byte {b}");
+            assert_eq!(
+                all_name_bytes(&[b'a', b, b'z']),
+                is_name_byte(b),
+                "byte {b}"
+            );
+        }
+        assert!(all_name_bytes(b""));
+    }
+}

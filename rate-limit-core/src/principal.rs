@@ -32,7 +32,7 @@ use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::name::is_name_byte;
+use crate::name::{all_name_bytes, is_name_byte};
 
 /// The longest literal value part, in bytes; longer parts are hashed.
 pub(crate) const MAX_LITERAL_LEN: usize = 64;
@@ -158,7 +158,7 @@ impl Text {
         let ok = !value.is_empty()
             && value.len() <= MAX_LITERAL_LEN
             && n <= MAX_PRINCIPAL_LEN
-            && value.iter().copied().all(is_name_byte);
+            && all_name_bytes(value);
         if !ok {
             return None;
         }
@@ -180,6 +180,15 @@ impl Text {
 
     fn as_bytes(&self) -> &[u8] {
         &self.buf[..usize::from(self.len)]
+    }
+
+    /// The bytes and the zeros after them up to a multiple of 8 (every constructor fills
+    /// the buffer with zeros first): what a hash of whole words reads.
+    #[inline]
+    fn padded(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)
+            .next_multiple_of(8)
+            .min(MAX_PRINCIPAL_LEN)]
     }
 }
 
@@ -300,7 +309,7 @@ fn push_part(out: &mut String, bytes: &[u8], hashing: Hashing) {
     let literal = hashing == Hashing::WhenNeeded
         && !bytes.is_empty()
         && bytes.len() <= MAX_LITERAL_LEN
-        && bytes.iter().copied().all(is_name_byte);
+        && all_name_bytes(bytes);
     match std::str::from_utf8(bytes) {
         Ok(s) if literal => out.push_str(s),
         _ => out.push_str(&hashed(b"rate-limit/part\0", bytes)),
@@ -458,9 +467,11 @@ impl Principal {
         self.text.as_str()
     }
 
-    /// [`as_str`](Self::as_str)'s bytes, without checking them again (for hashing).
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        self.text.as_bytes()
+    /// The rendering's length and its bytes padded with zeros to whole 8-byte words, for a
+    /// hash that reads words, not bytes (the length tells `a` from `a\0`).
+    #[inline]
+    pub(crate) fn as_words(&self) -> (u8, &[u8]) {
+        (self.text.len, self.text.padded())
     }
 
     /// The principal whose rendering is `text` (as a store wrote it in a key name), or

@@ -8,6 +8,7 @@ use http::{Request, Response};
 use rate_limit_core::{Chain, Check};
 use tower_service::Service;
 
+use crate::access::Listed;
 use crate::answer::accepts_html;
 use crate::body::LimitBody;
 use crate::extract::Rejection;
@@ -83,19 +84,12 @@ where
         let (parts, body) = req.into_parts();
         if let Some(access) = &shared.access {
             match access.check(&parts) {
-                crate::access::Listed::Denied => {
-                    let mut resp = response::forbidden();
-                    if ctx.origin {
-                        headers::expose(resp.headers_mut());
-                    }
-                    return ResponseFuture::ready(resp);
-                }
-                crate::access::Listed::Allowed => {
+                Listed::Neither => {}
+                Listed::Allowed => {
                     let req = Request::from_parts(parts, body);
                     return ResponseFuture::pass(self.inner.call(req));
                 }
-                crate::access::Listed::Unresolved(rejection) => return rejected(&rejection, ctx),
-                crate::access::Listed::Neither => {}
+                refused => return listed_refusal(refused, ctx),
             }
         }
         let mut chain = Chain::new().mode(shared.mode);
@@ -135,21 +129,28 @@ where
                 return self.checked(check, req, ctx);
             }
             let reservation = shared.reservation(&answer, &chain);
-            let seed = shared.answering.jitter_seed(&answer, &chain);
-            return match shared.next(answer, ctx, seed) {
-                Next::Respond(mut resp) => {
-                    shared.expose(&mut resp, ctx);
-                    ResponseFuture::ready(resp)
+            // Admitted (the common case): the answer is read where it lies, not moved.
+            let record = match shared.admitted(&answer) {
+                Some(record) => record,
+                None => {
+                    let seed = shared.answering.jitter_seed(&answer, &chain);
+                    match shared.next(answer, ctx, seed) {
+                        Next::Proceed(record) => record,
+                        Next::Respond(mut resp) => {
+                            shared.expose(&mut resp, ctx);
+                            return ResponseFuture::ready(resp);
+                        }
+                    }
                 }
-                Next::Proceed(record) => ResponseFuture::call(
-                    nesting::below(|| self.inner.call(req)),
-                    record,
-                    reservation,
-                    Vec::new(),
-                    Arc::clone(shared),
-                    ctx,
-                ),
             };
+            return ResponseFuture::call(
+                nesting::below(|| self.inner.call(req)),
+                record,
+                reservation,
+                Vec::new(),
+                Arc::clone(shared),
+                ctx,
+            );
         }
         // Not answered from memory: the store is asked, the memory front not passed again.
         let ask = answer.err();
@@ -168,6 +169,20 @@ impl<S: Clone> RateLimit<S> {
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         ResponseFuture::check(check, inner, req, Arc::clone(&self.shared), ctx)
+    }
+}
+
+/// An access list's refusal: denied (403), or its extractor's rejection.
+fn listed_refusal<S: Service<Request<B>>, B>(listed: Listed, ctx: Ctx) -> ResponseFuture<S, B> {
+    match listed {
+        Listed::Unresolved(rejection) => rejected(&rejection, ctx),
+        _ => {
+            let mut resp = response::forbidden();
+            if ctx.origin {
+                headers::expose(resp.headers_mut());
+            }
+            ResponseFuture::ready(resp)
+        }
     }
 }
 

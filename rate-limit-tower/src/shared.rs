@@ -87,12 +87,8 @@ impl Shared {
             metrics::count("rate_limit_limited_total", &self.names[i]);
             return Next::Respond(response::banned());
         }
-        // The common case, admitted by the store, straight into its box.
-        if let Answer::Store(d) = &answer
-            && d.is_allowed()
-        {
-            crate::answer::count_admitted(&self.names);
-            return Next::Proceed(Record::admitted(&self.names, d));
+        if let Some(record) = self.admitted(&answer) {
+            return Next::Proceed(record);
         }
         match self
             .answering
@@ -101,6 +97,20 @@ impl Shared {
             Verdict::Proceed(info) => Next::Proceed(info.into()),
             Verdict::Respond(resp) => Next::Respond(resp),
         }
+    }
+
+    /// The common case, a chain the store admitted: its record, its limits counted as
+    /// allowed; `None` for any other answer ([`Shared::next`] turns those into a verdict).
+    #[inline]
+    pub(crate) fn admitted(&self, answer: &Answer) -> Option<Record> {
+        let Answer::Store(d) = answer else {
+            return None;
+        };
+        if !d.is_allowed() {
+            return None;
+        }
+        crate::answer::count_admitted(&self.names);
+        Some(Record::admitted(&self.names, d))
     }
 
     /// The 429 of an in-flight limit whose slots are all held.
@@ -181,7 +191,11 @@ impl Shared {
     /// Adds this layer's view (merged with an inner layer's) and CORS exposure.
     pub(crate) fn decorate<B>(&self, resp: &mut Response<B>, record: Record, ctx: Ctx) {
         let style = self.answering.style;
-        let inner = resp.extensions_mut().remove::<RateLimitInfo>();
+        let inner = if resp.extensions().is_empty() {
+            None
+        } else {
+            resp.extensions_mut().remove::<RateLimitInfo>()
+        };
         // The common case: one limit, nothing to merge, no one to read the record.
         if let (Record::One(one), None, false, Some(name)) =
             (&record, &inner, ctx.record, self.names.first())

@@ -28,6 +28,8 @@ pub(super) struct LimitInner {
     pub(super) lease_us: AtomicU64,
     /// The delay (see [`Limit::delayed`]), packed; all zero: none.
     pub(super) delay: [AtomicU64; 3],
+    /// The keyed hasher of this limit's keys, the name written ([`crate::digest::key_hasher`]).
+    pub(super) key_hasher: siphasher::sip128::SipHasher13,
 }
 
 impl LimitInner {
@@ -77,6 +79,7 @@ impl LimitInner {
             lease_slice: AtomicU64::new(0),
             lease_us: AtomicU64::new(0),
             delay: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+            key_hasher: crate::digest::key_hasher(name),
         }
     }
 }

@@ -268,6 +268,12 @@ impl Limit {
         self.inner.class
     }
 
+    /// The keyed hasher of this limit's keys, its name already written.
+    #[inline]
+    pub(crate) fn key_hasher(&self) -> siphasher::sip128::SipHasher13 {
+        self.inner.key_hasher
+    }
+
     /// The algorithm.
     pub fn kind(&self) -> AlgorithmKind {
         self.inner.kind

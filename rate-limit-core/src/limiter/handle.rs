@@ -164,6 +164,7 @@ impl<S: Store> Limiter<S> {
     /// [`try_check`](Self::try_check), or, when the store must be asked, what
     /// [`ask`](Self::ask) needs to ask it: a caller that tries first and then waits passes
     /// the memory front (the deny cache, leased slices, the cool-down) once, not twice.
+    #[inline]
     pub fn try_check_or_ask(&self, chain: &Chain, policy: FailurePolicy) -> Result<Answer, Ask> {
         self.answer_from_memory(chain, policy).map_err(Ask)
     }
@@ -190,10 +191,13 @@ impl<S: Store> Limiter<S> {
 
     /// [`try_check`](Self::try_check), or the chain's failure domains when the store must
     /// be asked.
+    #[inline]
     fn answer_from_memory(&self, chain: &Chain, policy: FailurePolicy) -> Result<Answer, Domains> {
         // An answer from memory says nothing of the store's health: no recovery is noted.
         if let Some(decision) = self.inner.store.try_check(chain) {
-            return Ok(with_delays(Answer::Store(decision), chain));
+            let mut answer = Answer::Store(decision);
+            set_delays(&mut answer, chain);
+            return Ok(answer);
         }
         let domains = self.inner.store.failure_domains(chain);
         match self.cooling_down(domains) {
@@ -336,26 +340,26 @@ pub struct Ask(Domains);
 /// the counts the store answered: no extra call.
 ///
 /// [`Delay`]: crate::Delay
-fn with_delays(answer: Answer, chain: &Chain) -> Answer {
+fn with_delays(mut answer: Answer, chain: &Chain) -> Answer {
+    set_delays(&mut answer, chain);
+    answer
+}
+
+/// Sets the delays of an allowed answer's delayed limits, in place (the answer is not
+/// moved: the layer's fast path passes here on every request).
+#[inline]
+fn set_delays(answer: &mut Answer, chain: &Chain) {
     let checks = chain.checks();
     if !answer.is_allowed() || checks.iter().all(|c| c.key().limit().delay().is_none()) {
-        return answer;
+        return;
     }
-    let set = |mut d: crate::ChainDecision| {
-        for (x, c) in d.decisions_mut().iter_mut().zip(checks) {
-            if let Some(delay) = c.key().limit().delay() {
-                let used = x.limit().saturating_sub(x.remaining());
-                *x = x.with_delay(delay.for_count(used));
-            }
-        }
-        d
+    let (Answer::Store(d) | Answer::Memory { decision: d, .. }) = answer else {
+        return;
     };
-    match answer {
-        Answer::Store(d) => Answer::Store(set(d)),
-        Answer::Memory { decision, reason } => Answer::Memory {
-            decision: set(decision),
-            reason,
-        },
-        other => other,
+    for (x, c) in d.decisions_mut().iter_mut().zip(checks) {
+        if let Some(delay) = c.key().limit().delay() {
+            let used = x.limit().saturating_sub(x.remaining());
+            *x = x.with_delay(delay.for_count(used));
+        }
     }
 }

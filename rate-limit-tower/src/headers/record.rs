@@ -36,7 +36,7 @@ impl Record {
             && x.is_allowed()
             && !x.is_ban()
             && x.retry_after().is_none()
-            && d.delay().is_zero()
+            && x.delay().is_zero()
         {
             return Self::One(One {
                 quota: x.limit(),
