@@ -253,18 +253,18 @@ fn own<R: LimitBody>(resp: Response<Bytes>) -> Response<R> {
 
 /// The inner service's response, holding the request's slots until its body ends, with
 /// this layer's headers.
+#[inline]
 fn finish<R: LimitBody>(
-    resp: Response<R>,
+    mut resp: Response<R>,
     record: Record,
     slots: Vec<Slot>,
     shared: &Shared,
     ctx: Ctx,
 ) -> Response<R> {
-    let mut resp = if slots.is_empty() {
-        resp
-    } else {
-        resp.map(|b| b.holding(slots))
-    };
+    // In place: a response is moved only where it must be (a body that holds slots).
+    if !slots.is_empty() {
+        resp = resp.map(|b| b.holding(slots));
+    }
     shared.decorate(&mut resp, record, ctx);
     resp
 }

@@ -149,11 +149,16 @@ impl Limit {
             .store(!map.is_empty(), Ordering::Release);
     }
 
-    /// The override for `principal`, if any.
+    /// The override for `principal`, if any (every key asks: the flag is read inline).
+    #[inline]
     pub(crate) fn override_for(&self, principal: &Principal) -> Option<Params> {
         if !self.inner.has_overrides.load(Ordering::Acquire) {
             return None;
         }
+        self.override_in_map(principal)
+    }
+
+    fn override_in_map(&self, principal: &Principal) -> Option<Params> {
         let map = self
             .inner
             .overrides

@@ -103,9 +103,10 @@ impl One {
         };
         let trio = matches!(style, HeaderStyle::Trio | HeaderStyle::Both);
         let ietf = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both);
-        // As `RateLimitInfo::write_with`: room for ours and axum's `content-length`.
-        headers.reserve(3 * usize::from(trio) + 2 * usize::from(ietf) + 1);
         if trio {
+            // As `RateLimitInfo::write_with`: room for ours and axum's `content-length` (the
+            // IETF pair alone fits the room a handler's map has).
+            headers.reserve(3 + 2 * usize::from(ietf) + 1);
             headers.insert(RATELIMIT_LIMIT, term.quota_value.clone());
             headers.insert(RATELIMIT_REMAINING, int_value(self.remaining));
             headers.insert(RATELIMIT_RESET, int_value(self.reset));

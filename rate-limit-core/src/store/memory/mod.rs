@@ -360,6 +360,7 @@ impl MemoryStore {
     }
 
     /// Remembers a ban that `next` puts in force, for [`bans`](Self::bans).
+    #[inline]
     fn note_ban(&self, key: &Key, next: &State, now: u64) {
         if let State::Ban { until, events } = next
             && *until > now
