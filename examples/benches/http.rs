@@ -12,6 +12,9 @@
 //!
 //! `HTTP_BENCH_ROUNDS=9` alternates nine rounds (default three), and each figure is the
 //! median; the server thread's CPU per request is read from `/proc`.
+//! `HTTP_BENCH_RATE=<req/s>` paces the connections (open loop, in millisecond bursts: the
+//! timer's resolution) instead of sending as fast as answers come; with a Redis peer the
+//! run ends with the median round trip of a `PING`.
 //! `HTTP_BENCH_PEERS=ours,ours-redis` runs only those servers; `HTTP_BENCH_KEYS=1` puts every
 //! allowed request on one key (a hot key: a global budget, one big tenant). `ours-redis-lease`
 //! is `ours-redis` with the limit leased (bench-server's `BENCH_LEASE=1`: slices of up to
@@ -134,7 +137,10 @@ fn load(addr: SocketAddr, refused: bool, cpu: Option<ThreadCpu>) -> Figures {
             Some(cpu.seconds()? - from)
         });
         let mut tasks = Vec::new();
-        for c in 0..env_count("HTTP_BENCH_CONNECTIONS", CONNECTIONS) {
+        let connections = env_count("HTTP_BENCH_CONNECTIONS", CONNECTIONS);
+        // `HTTP_BENCH_RATE=<req/s>`: open loop, each connection sending on a schedule.
+        let every = pace(connections);
+        for c in 0..connections {
             let keys = Arc::clone(&keys);
             tasks.push(tokio::spawn(async move {
                 let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -146,7 +152,17 @@ fn load(addr: SocketAddr, refused: bool, cpu: Option<ThreadCpu>) -> Figures {
                 let mut statuses = [0u64; 2];
                 let mut sent = 0u64;
                 let mut i = c * 7_919;
+                // Connections start spread over one interval, not all at once.
+                let mut due = every.map(|e| start + e.mul_f64(c as f64 / connections as f64));
                 loop {
+                    // Paced, a request leaves when due. Tokio's timer fires on whole
+                    // milliseconds, so the requests due within one leave together, and the
+                    // latency counts from when each left (at half load nothing lags behind;
+                    // past the server's peak the rate itself is not kept).
+                    if let (Some(d), Some(e)) = (due.as_mut(), every) {
+                        tokio::time::sleep_until((*d).into()).await;
+                        *d += e;
+                    }
                     let t0 = Instant::now();
                     if t0 >= end {
                         break;
@@ -192,6 +208,32 @@ fn load(addr: SocketAddr, refused: bool, cpu: Option<ThreadCpu>) -> Figures {
             statuses,
             cpu_us: cpu_s.map(|s| s * 1e6 / lat.len() as f64),
         }
+    })
+}
+
+/// With `HTTP_BENCH_RATE=<req/s>` (all connections together), the interval between two
+/// requests of one connection; `None`: closed loop (each sends when the last answered).
+fn pace(connections: usize) -> Option<Duration> {
+    let rate: f64 = std::env::var("HTTP_BENCH_RATE").ok()?.parse().ok()?;
+    (rate > 0.0).then(|| Duration::from_secs_f64(connections as f64 / rate))
+}
+
+/// The median round trip of a `PING` to `redis`, µs: what any Redis call adds at the least.
+fn ping_p50(redis: &Redis) -> Option<f64> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        let client = redis::Client::open(redis.url()).ok()?;
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        let mut lat = Vec::with_capacity(5_000);
+        for _ in 0..5_000 {
+            let t0 = Instant::now();
+            let _: String = redis::cmd("PING").query_async(&mut conn).await.ok()?;
+            lat.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        Some(median(lat))
     })
 }
 
@@ -377,6 +419,13 @@ fn main() {
         }
     }
     cpu_added(&table);
+    if let Some(ping) = redis
+        .as_ref()
+        .filter(|_| peers.iter().any(|p| p.on_redis()))
+        .and_then(ping_p50)
+    {
+        println!("PING p50 {ping:.0} µs (5 000 in a row, this run's redis-server)");
+    }
     for r in table.iter().filter(|r| r.peer.on_redis()) {
         let mem = table
             .iter()

@@ -215,7 +215,7 @@ impl PolicyCache {
         let (terms, policy) = match self.0.get() {
             Some(cached) => cached,
             None => {
-                let policy = policy_value(limits)?;
+                let policy = interned(policy_value(limits)?);
                 let terms = limits.iter().map(Term::of).collect();
                 // A race between two first requests keeps one of two equal values.
                 let _ = self.0.set((terms, policy));
@@ -245,6 +245,32 @@ impl PolicyCache {
             && !term.concurrent;
         same.then_some((term, policy))
     }
+}
+
+/// The most distinct policy values kept for the life of the process (see [`interned`]).
+const MAX_INTERNED: usize = 1024;
+
+/// `value` backed by static memory, so that each response's copy of it is free: a value
+/// cut from the arena is reference-counted, and its clone and its drop were two atomic
+/// operations on every response (perf: ~10 ns a request). Each distinct value is kept once
+/// for the life of the process; a policy changes only when an operator changes a limit, and
+/// past [`MAX_INTERNED`] distinct values the value is returned as it is.
+pub(super) fn interned(value: HeaderValue) -> HeaderValue {
+    static KEPT: std::sync::Mutex<Vec<&'static [u8]>> = std::sync::Mutex::new(Vec::new());
+    let mut kept = KEPT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let bytes = value.as_bytes();
+    let stat = match kept.iter().find(|k| **k == bytes) {
+        Some(k) => *k,
+        None if kept.len() < MAX_INTERNED => {
+            let leaked: &'static [u8] = Box::leak(bytes.to_vec().into_boxed_slice());
+            kept.push(leaked);
+            leaked
+        }
+        None => return value,
+    };
+    HeaderValue::from_maybe_shared(bytes::Bytes::from_static(stat)).unwrap_or(value)
 }
 
 /// The `RateLimit` value of the limits `terms` describe, with their names pre-rendered;

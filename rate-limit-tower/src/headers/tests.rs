@@ -245,3 +245,12 @@ fn other_answers_keep_the_full_view() {
     ));
     assert!(Record::from(None).into_info(&names).is_none());
 }
+
+/// A cached policy value is kept once, in static memory: equal values share it.
+#[test]
+fn policy_values_are_interned_once() {
+    let a = fields::interned(HeaderValue::from_static("\"interned-test\";q=7;w=9"));
+    let b = fields::interned(HeaderValue::from_str("\"interned-test\";q=7;w=9").unwrap());
+    assert_eq!(a, "\"interned-test\";q=7;w=9");
+    assert_eq!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr());
+}
