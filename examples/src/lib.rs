@@ -12,6 +12,7 @@ mod store_env;
 
 pub use store_env::StoreEnv;
 
+use rate_limit_core::store::{Verified, VerifyError};
 use rate_limit_core::{AnyStore, ConfigError};
 
 /// The store the examples count in, from `REDIS_URL`, `REDIS_CLUSTER` or `REDIS_SENTINEL`
@@ -24,4 +25,36 @@ pub fn store_from_env() -> Result<AnyStore, ConfigError> {
 /// password: a `rate_limit.example.store` event, which the example binaries print.
 pub fn announce(store: &AnyStore) {
     tracing::info!(name: "rate_limit.example.store", store = %store.describe(), "counting in {}", store.describe());
+}
+
+/// The check at start of every example server: when the environment names a Redis store
+/// (see [`StoreEnv`]), a connection of its own runs `RedisStore::verify` and the result is
+/// logged, `rate_limit.example.verified` (the server, the eviction policy) or
+/// `rate_limit.example.unverified` (the error's code and what it says). The server starts
+/// either way: each request then follows its rule's failure policy. `None`: the store is
+/// process memory, or the environment is invalid (the app says why when it builds).
+pub async fn verify_at_start() -> Option<Result<Verified, VerifyError>> {
+    verify_env(&StoreEnv::from_env().ok()?).await
+}
+
+/// [`verify_at_start`] for the store `env` names.
+pub async fn verify_env(env: &StoreEnv) -> Option<Result<Verified, VerifyError>> {
+    let AnyStore::Redis(store) = env.store_from(|k| std::env::var(k).ok()).ok()? else {
+        return None;
+    };
+    let found = store.verify().await;
+    match &found {
+        Ok(v) => tracing::info!(
+            name: "rate_limit.example.verified",
+            server = %v.server.as_ref().map_or_else(|| "not told (INFO refused)".to_owned(), ToString::to_string),
+            eviction = ?v.eviction_policies,
+            "the Redis store is ready"
+        ),
+        Err(e) => tracing::error!(
+            name: "rate_limit.example.unverified",
+            code = e.code(),
+            "the Redis store cannot work as set up: {e}"
+        ),
+    }
+    Some(found)
 }

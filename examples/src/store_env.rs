@@ -109,6 +109,16 @@ impl StoreEnv {
         &self,
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<AnyStore, ConfigError> {
+        let store = self.store_from(get)?;
+        crate::announce(&store);
+        Ok(store)
+    }
+
+    /// The store, not announced.
+    pub(crate) fn store_from(
+        &self,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<AnyStore, ConfigError> {
         let ca = match get("REDIS_CA_CERT").filter(|p| !p.trim().is_empty()) {
             None => None,
             Some(path) => Some(std::fs::read(path.trim()).map_err(|e| {
@@ -139,7 +149,6 @@ impl StoreEnv {
                 .build()?,
             ),
         };
-        crate::announce(&store);
         Ok(store)
     }
 }

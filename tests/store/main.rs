@@ -19,3 +19,4 @@ mod sentinel;
 mod support;
 mod tls;
 mod upgrade;
+mod verify;

@@ -6,6 +6,7 @@ use rate_limit_examples::ask_ai::{app, serve};
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().with_target(false).init();
+    rate_limit_examples::verify_at_start().await;
     let router = app().unwrap_or_else(|e| {
         eprintln!("ask-ai: {e}");
         std::process::exit(2)

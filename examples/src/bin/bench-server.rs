@@ -6,6 +6,7 @@ use rate_limit_examples::bench_server::{BenchConfig, app, serve};
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().with_target(false).init();
+    rate_limit_examples::verify_at_start().await;
     let router = BenchConfig::from_env()
         .and_then(|c| app(&c))
         .unwrap_or_else(|e| {

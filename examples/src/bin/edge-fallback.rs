@@ -6,6 +6,7 @@ use rate_limit_examples::edge_fallback::{EdgeStore, app, serve};
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().with_target(false).init();
+    rate_limit_examples::verify_at_start().await;
     let router = app(&EdgeStore::from_env()).unwrap_or_else(|e| {
         eprintln!("edge-fallback: {e}");
         std::process::exit(2)

@@ -8,6 +8,7 @@ use rate_limit_examples::quiz_night::{QuizConfig, app, serve};
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().with_target(false).init();
+    rate_limit_examples::verify_at_start().await;
     let cfg = match QuizConfig::from_env() {
         Ok(c) => c,
         Err(e) => {

@@ -14,7 +14,7 @@ pub(crate) mod redis;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use self::redis::{KEY_VERSION, RedisStoreBuilder};
+pub use self::redis::{KEY_VERSION, RedisStoreBuilder, ServerVersion, Verified, VerifyError};
 pub use crate::protocol::{Banned, Dedupe, Domains, KeyState, Slots, StoreErrorKind, Taken};
 pub use boxed::BoxStore;
 pub use memory::{DEFAULT_MAX_KEYS, MemoryStoreBuilder};

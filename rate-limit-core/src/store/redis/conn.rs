@@ -179,6 +179,34 @@ impl Conn {
         Ok(out)
     }
 
+    /// `INFO server` of one master (on a Cluster, the first): the text it answers.
+    pub(super) async fn info_server(&self) -> RedisResult<String> {
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("server");
+        let v: Value = match self {
+            Self::Single(m) => cmd.query_async(&mut m.clone()).await?,
+            #[cfg(feature = "cluster")]
+            Self::Cluster(c) => {
+                use super::cluster::Target;
+                let masters = c.masters().await?;
+                let Some(m) = masters.into_iter().next() else {
+                    return Ok(String::new());
+                };
+                c.send(Target::Node(m), Sent::Command, |_| cmd.clone())
+                    .await?
+            }
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(s) => {
+                Box::pin(async { cmd.query_async(&mut s.get().await?).await }).await?
+            }
+        };
+        Ok(match v {
+            Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            Value::VerbatimString { text, .. } | Value::SimpleString(text) => text,
+            _ => String::new(),
+        })
+    }
+
     /// `CONFIG GET param` on every master: the values seen.
     pub(super) async fn config_get(&self, param: &str) -> RedisResult<Vec<String>> {
         let mut cmd = redis::cmd("CONFIG");

@@ -33,6 +33,7 @@ mod script;
 mod tls;
 #[cfg(feature = "cluster")]
 mod topology;
+mod verify;
 
 use batch::Batcher;
 pub use builder::RedisStoreBuilder;
@@ -42,6 +43,7 @@ use deny::DenyCache;
 use error::{bad_answer, store_error};
 use lease::{Leases, Take, Taking, Units};
 use script::{Invocation, REFUND_LUA, ScriptMode, mark_bans, push_lease, push_params};
+pub use verify::{ServerVersion, Verified, VerifyError};
 
 /// When a Cluster's slot map is read again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,182 @@
+//! The check at start (`RedisStore::verify`) on real servers: every server of the matrix
+//! and a Cluster pass it; a user with exactly the README's ACL passes it and runs the
+//! conformance suite; a user missing a command, or whose key pattern leaves the store's
+//! keys out, is told which; `CONFIG` renamed is said once and the store works; no
+//! password reaches the error.
+
+use rate_limit_core::store::VerifyError;
+use rate_limit_core::{AnyStore, RedisStore};
+use rate_limit_tests::redis::versions::Matrix;
+use rate_limit_tests::redis::{RedisCluster, RedisServer};
+
+/// The README's ACL for a limiter user (prefix `rl`), as `ACL SETUSER` arguments.
+pub(crate) const LIMITER_ACL: &[&str] = &[
+    "on",
+    "resetkeys",
+    "~rl:*",
+    "resetchannels",
+    "-@all",
+    "+evalsha",
+    "+eval",
+    "+set",
+    "+del",
+    "+scan",
+    "+time",
+    "+get",
+    "+mget",
+    "+pexpire",
+    "+zadd",
+    "+zcard",
+    "+zrange",
+    "+zrem",
+    "+zremrangebyscore",
+    "+zscore",
+    "+info",
+    "+config|get",
+];
+
+const PASSWORD: &str = "s3cret-acl-password";
+
+fn user_with(server: &RedisServer, name: &str, acl: &[&str]) -> RedisStore {
+    let mut args = vec!["ACL", "SETUSER", name, "reset"];
+    args.extend_from_slice(acl);
+    let password = format!(">{PASSWORD}");
+    args.push(&password);
+    let ok = server.cli(&args);
+    assert!(ok.contains("OK"), "{ok}");
+    let url = format!("redis://{name}:{PASSWORD}@127.0.0.1:{}", server.port());
+    RedisStore::builder(&url).build().unwrap()
+}
+
+#[tokio::test]
+async fn every_server_of_the_matrix_passes_the_check_at_start() {
+    for kind in Matrix::ALL {
+        let server = kind.start("every_server_of_the_matrix_passes_the_check_at_start");
+        let store = RedisStore::builder(server.url()).build().unwrap();
+        let verified = store
+            .verify()
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let seen = verified.server.expect("INFO is allowed").to_string();
+        let want = kind.name().to_ascii_lowercase();
+        assert_eq!(seen, want, "{kind:?}");
+        assert_eq!(
+            verified.eviction_policies.as_deref(),
+            Some(&["noeviction".to_owned()][..])
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_passes_the_check_at_start() {
+    let cluster = RedisCluster::start();
+    let AnyStore::Redis(store) = cluster.store() else {
+        unreachable!("a Redis Cluster store")
+    };
+    let verified = store.verify().await.unwrap();
+    assert_eq!(verified.eviction_policies.map(|p| p.len()), Some(3));
+}
+
+/// A user with exactly the README's ACL: the check passes and the conformance suite runs
+/// through it, on Redis 7.0 and on Redis 6.2.
+#[tokio::test]
+async fn a_user_with_the_readme_acl_passes_and_runs_the_suite() {
+    for kind in [Matrix::Redis7_0, Matrix::Redis6_2] {
+        let server = kind.start("a_user_with_the_readme_acl_passes_and_runs_the_suite");
+        let store = user_with(&server, "limiter", LIMITER_ACL);
+        store
+            .verify()
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        crate::conformance::suite(&AnyStore::Redis(store)).await;
+    }
+}
+
+/// A user missing one command the scripts run (`zadd`: the in-flight slots), or one the
+/// store sends (`del`): the check names each; a key pattern that leaves the store's keys
+/// out is `keys`. On 7.0 and on 6.2 alike.
+#[tokio::test]
+async fn a_user_missing_a_permission_is_told_which() {
+    for kind in [Matrix::Redis7_0, Matrix::Redis6_2] {
+        let server = kind.start("a_user_missing_a_permission_is_told_which");
+        let without = |cut: &[&str]| -> Vec<&str> {
+            LIMITER_ACL
+                .iter()
+                .copied()
+                .filter(|a| !cut.contains(a))
+                .collect()
+        };
+        let store = user_with(&server, "no-zadd", &without(&["+zadd", "+del"]));
+        let err = store.verify().await.unwrap_err();
+        assert_eq!(err.code(), "redis.permission", "{kind:?}: {err}");
+        let VerifyError::Permission { missing } = &err else {
+            panic!("{err}")
+        };
+        assert!(
+            missing.contains(&"zadd".to_owned()),
+            "{kind:?}: {missing:?}"
+        );
+        assert!(missing.contains(&"del".to_owned()), "{kind:?}: {missing:?}");
+        assert!(!err.to_string().contains(PASSWORD), "{err}");
+
+        let mut other_keys = without(&["~rl:*"]);
+        other_keys.push("~other:*");
+        let store = user_with(&server, "other-keys", &other_keys);
+        let err = store.verify().await.unwrap_err();
+        let VerifyError::Permission { missing } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(missing, &["keys".to_owned()], "{kind:?}");
+    }
+}
+
+/// `CONFIG` renamed away (managed services): the check passes without the eviction
+/// policy, and the store counts.
+#[tokio::test]
+async fn config_renamed_leaves_the_eviction_policy_unchecked_and_the_store_working() {
+    let server = RedisServer::start_with(
+        rate_limit_tests::redis::free_port(),
+        &["--rename-command", "CONFIG", ""],
+    );
+    let store = RedisStore::builder(server.url()).build().unwrap();
+    let verified = store.verify().await.unwrap();
+    assert_eq!(verified.eviction_policies, None);
+    let store = AnyStore::Redis(store);
+    crate::conformance::suite(&store).await;
+}
+
+/// A wrong password: the check fails as unavailable, and the password is nowhere in what
+/// it says.
+#[tokio::test]
+async fn a_wrong_password_fails_without_showing_it() {
+    let server = Matrix::Redis7_0.start("a_wrong_password_fails_without_showing_it");
+    server.cli(&["ACL", "SETUSER", "limiter", "on", ">right", "~*", "+@all"]);
+    let url = format!("redis://limiter:{PASSWORD}@127.0.0.1:{}", server.port());
+    let store = RedisStore::builder(&url).build().unwrap();
+    let err = store.verify().await.unwrap_err();
+    let said = format!("{err} {err:?}");
+    assert!(!said.contains(PASSWORD), "{said}");
+}
+
+/// The examples' check at start: a store the environment names is verified, memory is not.
+#[tokio::test]
+async fn the_examples_verify_the_store_they_are_given() {
+    use rate_limit_examples::{StoreEnv, verify_env};
+    let server = Matrix::Redis7_0.start("the_examples_verify_the_store_they_are_given");
+    let found = verify_env(&StoreEnv::Redis(server.url())).await;
+    assert!(matches!(found, Some(Ok(_))), "{found:?}");
+    assert!(verify_env(&StoreEnv::Memory).await.is_none());
+    let store = user_with(&server, "bare", &["on", "~rl:*", "-@all", "+evalsha"]);
+    drop(store);
+    let url = format!("redis://bare:{PASSWORD}@127.0.0.1:{}", server.port());
+    let found = verify_env(&StoreEnv::Redis(url)).await;
+    let Some(Err(e)) = found else {
+        panic!("a user without permissions is refused: {found:?}")
+    };
+    assert_eq!(
+        e.code(),
+        "redis.permission",
+        "{e}: {:?}",
+        std::error::Error::source(&e)
+    );
+}
