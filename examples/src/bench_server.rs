@@ -109,6 +109,7 @@ impl BenchConfig {
 /// The limited app.
 pub fn app(cfg: &BenchConfig) -> Result<Router, ConfigError> {
     let store = cfg.store.build()?;
+    crate::announce(&store);
     let key = HeaderKey::new(
         http::HeaderName::from_static("x-key"),
         PrincipalKind::custom("key")?,

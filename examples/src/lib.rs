@@ -8,9 +8,9 @@ pub mod food_api;
 pub mod platform;
 pub mod quiz_night;
 pub mod simulate;
-mod store_env;
-
-pub use store_env::StoreEnv;
+/// Where an example counts, from the environment: the library's own
+/// ([`AnyStore::from_env`]).
+pub use rate_limit_core::store::StoreEnv;
 
 use rate_limit_core::store::{Verified, VerifyError};
 use rate_limit_core::{AnyStore, ConfigError};
@@ -18,7 +18,9 @@ use rate_limit_core::{AnyStore, ConfigError};
 /// The store the examples count in, from `REDIS_URL`, `REDIS_CLUSTER` or `REDIS_SENTINEL`
 /// (see [`StoreEnv`]); process memory when none is set. Announced.
 pub fn store_from_env() -> Result<AnyStore, ConfigError> {
-    StoreEnv::from_env()?.build()
+    let store = AnyStore::from_env()?;
+    announce(&store);
+    Ok(store)
 }
 
 /// Says where a server counts (`memory`, `redis host:port`, `redis-cluster …`), never with a
@@ -39,7 +41,7 @@ pub async fn verify_at_start() -> Option<Result<Verified, VerifyError>> {
 
 /// [`verify_at_start`] for the store `env` names.
 pub async fn verify_env(env: &StoreEnv) -> Option<Result<Verified, VerifyError>> {
-    let AnyStore::Redis(store) = env.store_from(|k| std::env::var(k).ok()).ok()? else {
+    let AnyStore::Redis(store) = env.build().ok()? else {
         return None;
     };
     let found = store.verify().await;

@@ -180,3 +180,61 @@ async fn the_examples_verify_the_store_they_are_given() {
         std::error::Error::source(&e)
     );
 }
+
+/// Several applications on one server: a password in the URL (never in what the store
+/// says of itself), a database number (the keys land in that database only), and a prefix
+/// each (the same limit and principal count apart).
+#[tokio::test]
+async fn auth_database_numbers_and_prefixes_share_one_server() {
+    use rate_limit_core::{Chain, Limit, Principal, Store};
+    use std::time::Duration;
+    let server = Matrix::Redis7_0.start("auth_database_numbers_and_prefixes_share_one_server");
+    server.cli(&[
+        "ACL",
+        "SETUSER",
+        "app",
+        "on",
+        &format!(">{PASSWORD}"),
+        "~*",
+        "+@all",
+    ]);
+    let url = |db: u8| format!("redis://app:{PASSWORD}@127.0.0.1:{}/{db}", server.port());
+    let a = RedisStore::builder(url(3)).prefix("app-a").build().unwrap();
+    let b = RedisStore::builder(url(3)).prefix("app-b").build().unwrap();
+    let c = RedisStore::builder(url(5)).prefix("app-a").build().unwrap();
+    for s in [&a, &b, &c] {
+        assert!(!s.endpoint().contains(PASSWORD), "{}", s.endpoint());
+        let described = AnyStore::Redis(s.clone()).describe();
+        assert!(!described.contains(PASSWORD), "{described}");
+        s.verify().await.unwrap();
+    }
+    let limit = Limit::fixed_window("shared", 10, Duration::from_secs(60)).unwrap();
+    let chain = Chain::new().check(&limit, Principal::user("ada"));
+    for _ in 0..3 {
+        a.check(&chain).await.unwrap();
+    }
+    let left = |d: rate_limit_core::ChainDecision| d.decisions()[0].remaining();
+    assert_eq!(left(a.check(&chain).await.unwrap()), 6, "a's own count");
+    assert_eq!(
+        left(b.check(&chain).await.unwrap()),
+        9,
+        "another prefix counts apart"
+    );
+    assert_eq!(
+        left(c.check(&chain).await.unwrap()),
+        9,
+        "another database counts apart"
+    );
+    let keys_in = |db: &str| server.cli(&["-n", db, "KEYS", "app-*"]);
+    assert!(keys_in("0").trim().is_empty(), "nothing in database 0");
+    let three = keys_in("3");
+    assert!(
+        three.contains("app-a:") && three.contains("app-b:"),
+        "{three}"
+    );
+    let five = keys_in("5");
+    assert!(
+        five.contains("app-a:") && !five.contains("app-b:"),
+        "{five}"
+    );
+}

@@ -152,6 +152,7 @@ fn game_header() -> Result<HeaderKey, ConfigError> {
 /// The quiz's router over `store`.
 pub fn app(cfg: &QuizConfig) -> Result<Router, ConfigError> {
     let store = cfg.store.build()?;
+    crate::announce(&store);
     app_with_store(cfg, store)
 }
 

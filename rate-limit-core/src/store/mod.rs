@@ -8,6 +8,7 @@
 
 pub(crate) mod any;
 mod boxed;
+mod env;
 pub(crate) mod memory;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
@@ -17,6 +18,7 @@ pub(crate) mod redis;
 pub use self::redis::{KEY_VERSION, RedisStoreBuilder, ServerVersion, Verified, VerifyError};
 pub use crate::protocol::{Banned, Dedupe, Domains, KeyState, Slots, StoreErrorKind, Taken};
 pub use boxed::BoxStore;
+pub use env::StoreEnv;
 pub use memory::{DEFAULT_MAX_KEYS, MemoryStoreBuilder};
 
 // Inside the crate: the stores by their module (their public path is the crate root).

@@ -1,4 +1,4 @@
-//! Where an example counts, from the environment: one of
+//! The store named by the environment ([`AnyStore::from_env`]): one of
 //!
 //! | variable | store |
 //! |---|---|
@@ -7,17 +7,21 @@
 //! | `REDIS_SENTINEL=host:port,…` with `REDIS_SENTINEL_MASTER=name` | the primary those Sentinels name |
 //! | none of them | process memory |
 //!
-//! More than one set is a configuration error that names them (the binaries exit with
-//! code 2). Nothing connects at start: a server starts while Redis is down.
+//! More than one set is a configuration error that names them (`store.invalid`, its
+//! field the variables). Nothing connects when the store is built: a server starts while
+//! Redis is down (call [`RedisStore::verify`](crate::RedisStore::verify) to check it at start).
+//! A variable that names a Redis store in a build without the feature it needs
+//! (`redis`, `cluster`, `sentinel`, `tls` for `REDIS_CA_CERT`) is an error naming both.
 //!
 //! **TLS**: write the nodes as `rediss://host:port/` URLs (all three accept URLs); servers
 //! are verified against the system's roots, or against the PEM certificate authority in the
 //! file `REDIS_CA_CERT` names (a private CA). A file that cannot be read is a configuration
 //! error naming `REDIS_CA_CERT`.
 
-use rate_limit_core::{AnyStore, ConfigError, ConfigErrorKind, MemoryStore, RedisStore};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::store::{AnyStore, MemoryStore};
 
-/// The store an example counts in (see the module docs).
+/// A store named by the environment (see the module docs).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreEnv {
@@ -98,8 +102,7 @@ impl StoreEnv {
         })
     }
 
-    /// The store (not connected yet), announced with [`announce`](crate::announce), with
-    /// `REDIS_CA_CERT` from the process environment.
+    /// The store (not connected yet), with `REDIS_CA_CERT` from the process environment.
     pub fn build(&self) -> Result<AnyStore, ConfigError> {
         self.build_from(|k| std::env::var(k).ok())
     }
@@ -109,17 +112,42 @@ impl StoreEnv {
         &self,
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<AnyStore, ConfigError> {
-        let store = self.store_from(get)?;
-        crate::announce(&store);
-        Ok(store)
+        match self {
+            Self::Memory => Ok(AnyStore::Memory(MemoryStore::new())),
+            #[cfg(feature = "redis")]
+            redis => {
+                let ca = get("REDIS_CA_CERT").filter(|p| !p.trim().is_empty());
+                redis::build(redis, ca.as_deref())
+            }
+            #[cfg(not(feature = "redis"))]
+            _ => {
+                let _ = get;
+                Err(needs("REDIS_URL, REDIS_CLUSTER, REDIS_SENTINEL", "redis"))
+            }
+        }
     }
+}
 
-    /// The store, not announced.
-    pub(crate) fn store_from(
-        &self,
-        get: impl Fn(&str) -> Option<String>,
-    ) -> Result<AnyStore, ConfigError> {
-        let ca = match get("REDIS_CA_CERT").filter(|p| !p.trim().is_empty()) {
+/// A variable set in a build without the feature it needs.
+#[allow(dead_code, reason = "unused when every feature is on")]
+fn needs(var: &str, feature: &str) -> ConfigError {
+    ConfigError::new(
+        ConfigErrorKind::StoreInvalid,
+        var.to_owned(),
+        format!(
+            "{var} names a store this build cannot reach: turn on rate-limit-core's feature `{feature}`"
+        ),
+    )
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    use super::StoreEnv;
+    use crate::error::{ConfigError, ConfigErrorKind};
+    use crate::store::{AnyStore, RedisStore, RedisStoreBuilder};
+
+    pub(super) fn build(env: &StoreEnv, ca: Option<&str>) -> Result<AnyStore, ConfigError> {
+        let pem = match ca {
             None => None,
             Some(path) => Some(std::fs::read(path.trim()).map_err(|e| {
                 ConfigError::new(
@@ -129,27 +157,51 @@ impl StoreEnv {
                 )
             })?),
         };
-        let trusting = |b: rate_limit_core::store::RedisStoreBuilder| match &ca {
-            Some(pem) => b.tls_root_certificate(pem.clone()),
-            None => b,
-        };
-        let store = match self {
-            Self::Memory => AnyStore::Memory(MemoryStore::new()),
-            Self::Redis(url) => {
-                AnyStore::Redis(trusting(RedisStore::builder(url.clone())).build()?)
+        let trusting = |b: RedisStoreBuilder| -> Result<RedisStoreBuilder, ConfigError> {
+            match &pem {
+                None => Ok(b),
+                #[cfg(feature = "tls")]
+                Some(pem) => Ok(b.tls_root_certificate(pem.clone())),
+                #[cfg(not(feature = "tls"))]
+                Some(_) => Err(super::needs("REDIS_CA_CERT", "tls")),
             }
-            Self::Cluster(nodes) => {
-                AnyStore::Redis(trusting(RedisStore::cluster_builder(nodes.clone())).build()?)
-            }
-            Self::Sentinel { sentinels, master } => AnyStore::Redis(
-                trusting(RedisStore::sentinel_builder(
-                    sentinels.clone(),
-                    master.clone(),
-                ))
-                .build()?,
-            ),
         };
-        Ok(store)
+        let store = match env {
+            StoreEnv::Redis(url) => trusting(RedisStore::builder(url.clone()))?.build()?,
+            #[cfg(feature = "cluster")]
+            StoreEnv::Cluster(nodes) => {
+                trusting(RedisStore::cluster_builder(nodes.clone()))?.build()?
+            }
+            #[cfg(not(feature = "cluster"))]
+            StoreEnv::Cluster(_) => return Err(super::needs("REDIS_CLUSTER", "cluster")),
+            #[cfg(feature = "sentinel")]
+            StoreEnv::Sentinel { sentinels, master } => trusting(RedisStore::sentinel_builder(
+                sentinels.clone(),
+                master.clone(),
+            ))?
+            .build()?,
+            #[cfg(not(feature = "sentinel"))]
+            StoreEnv::Sentinel { .. } => return Err(super::needs("REDIS_SENTINEL", "sentinel")),
+            StoreEnv::Memory => return Ok(AnyStore::Memory(crate::store::MemoryStore::new())),
+        };
+        Ok(AnyStore::Redis(store))
+    }
+}
+
+impl AnyStore {
+    /// The store the environment names (see [`StoreEnv`]: `REDIS_URL`, `REDIS_CLUSTER`,
+    /// `REDIS_SENTINEL` with `REDIS_SENTINEL_MASTER`, `REDIS_CA_CERT`; none of them: process
+    /// memory). Errors name the variables.
+    ///
+    /// ```
+    /// // With none of the variables set, process memory.
+    /// # // (the doctest's environment sets none of them)
+    /// let store = rate_limit_core::AnyStore::from_env()?;
+    /// # let _ = store;
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    pub fn from_env() -> Result<Self, ConfigError> {
+        StoreEnv::from_env()?.build()
     }
 }
 
@@ -203,6 +255,7 @@ mod tests {
         assert_eq!(e.field(), "REDIS_SENTINEL_MASTER");
     }
 
+    #[cfg(feature = "tls")]
     #[tokio::test]
     async fn an_unreadable_ca_file_is_an_error_that_names_it_and_rediss_urls_pass_through() {
         let store = env(&[("REDIS_URL", "rediss://10.0.0.1:6380/")]).unwrap();
