@@ -14,7 +14,9 @@
 //! round trip and a `GET` and a `SET … PX` per check, on keys and values shaped like the
 //! store's. The script's Redis CPU ÷ this is what the script adds over its own I/O.
 //!
-//! `cargo bench -p rate-limit-examples --bench redis_cpu` (`CHECKS=` to change the count)
+//! `cargo bench -p rate-limit-examples --bench redis_cpu` (`CHECKS=` to change the count;
+//! `REDIS_CPU_SERVER=redis-6.2|redis-7.0|valkey-8.0|valkey-9.1` to run it on another server
+//! of the compatibility matrix, which `scripts/servers.sh` installs)
 
 #![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
 
@@ -23,6 +25,22 @@ use std::time::{Duration, Instant};
 
 use rate_limit_core::{Chain, Limit, Principal, RedisStore, Store};
 use rate_limit_testkit::redis::RedisServer;
+use rate_limit_testkit::redis::versions::Matrix;
+
+/// A server of the one `REDIS_CPU_SERVER` names (unset: `redis-server` on the `PATH`).
+fn server() -> RedisServer {
+    let kind = match std::env::var("REDIS_CPU_SERVER").as_deref() {
+        Err(_) => return RedisServer::start(),
+        Ok("redis-6.2") => Matrix::Redis6_2,
+        Ok("redis-7.0") => Matrix::Redis7_0,
+        Ok("valkey-8.0") => Matrix::Valkey8_0,
+        Ok("valkey-9.1") => Matrix::Valkey9_1,
+        Ok(other) => {
+            panic!("REDIS_CPU_SERVER={other}: redis-6.2, redis-7.0, valkey-8.0 or valkey-9.1")
+        }
+    };
+    kind.start("redis_cpu")
+}
 
 fn main() {
     let checks: u64 = std::env::var("CHECKS")
@@ -42,7 +60,21 @@ fn main() {
         Limit::sliding_window("hour", 1_000_000, Duration::from_secs(3_600)).unwrap(),
         Limit::fixed_window("day", 10_000_000, Duration::from_secs(86_400)).unwrap(),
     ];
-    println!("{checks} checks over 10 000 principals, 64 tasks; redis-server CPU ÷ checks");
+    let probe = server();
+    let info = probe.cli(&["INFO", "server"]);
+    let version = |f: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(f))
+            .map(str::trim)
+            .unwrap_or("")
+            .to_owned()
+    };
+    drop(probe);
+    println!(
+        "{checks} checks over 10 000 principals, 64 tasks; server CPU ÷ checks; redis_version {} valkey_version {}",
+        version("redis_version:"),
+        version("valkey_version:")
+    );
     let ban = Limit::ban("ban", 5, minute, minute).unwrap();
     let cases = [1usize, 2, 4]
         .into_iter()
@@ -50,7 +82,7 @@ fn main() {
         .chain([(1, true)])
         .flat_map(|(n, banned)| [(n, banned, 0), (n, banned, 32)]);
     for (n, with_ban, coalesce) in cases {
-        let server = RedisServer::start();
+        let server = server();
         let mut chosen = all[..n].to_vec();
         if with_ban {
             chosen.insert(0, ban.clone());
@@ -66,6 +98,7 @@ fn main() {
             s
         });
         server.cli(&["CONFIG", "RESETSTAT"]);
+        let bytes0 = net_bytes(&server);
         let cpu0 = server.cpu_time();
         let t0 = Instant::now();
         rt.block_on(async {
@@ -92,6 +125,12 @@ fn main() {
         let wall = t0.elapsed();
         let cpu = server.cpu_time().saturating_sub(cpu0);
         let calls = server.command_calls("evalsha") + server.command_calls("eval");
+        // What crossed the wire, both ways (`INFO stats`; the two `INFO` replies and the
+        // `commandstats` read are in it, a few KB over all the checks).
+        let bytes = net_bytes(&server).map(|b| {
+            let b0 = bytes0.map_or(0, |b0| b0.0 + b0.1);
+            (b.0 + b.1).saturating_sub(b0) as f64 / checks as f64
+        });
         // Redis's own timing of the script alone, without reading and writing sockets.
         let usec_per_call = server
             .cli(&["INFO", "commandstats"])
@@ -115,13 +154,29 @@ fn main() {
         };
         println!(
             "chain of {n}, {how:>13}: {:>5.2} µs of Redis CPU per check (script alone {usec_per_call:.2} µs), \
-             {:.4} round trips per check, {:.0} checks/s",
+             {:.4} round trips per check, {} bytes per check, {:.0} checks/s",
             cpu.as_secs_f64() * 1e6 / checks as f64,
             calls as f64 / checks as f64,
+            bytes.map_or_else(|| "-".to_owned(), |b| format!("{b:.0}")),
             checks as f64 / wall.as_secs_f64()
         );
     }
     plain(&rt, checks);
+}
+
+/// The server's `total_net_input_bytes` and `total_net_output_bytes`.
+fn net_bytes(server: &RedisServer) -> Option<(u64, u64)> {
+    let stats = server.cli(&["INFO", "stats"]);
+    let field = |name: &str| {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some((
+        field("total_net_input_bytes:")?,
+        field("total_net_output_bytes:")?,
+    ))
 }
 
 /// The yardstick: `TIME` + per check `GET` + `SET … PX`, 32 checks a pipeline, two tasks
