@@ -353,3 +353,77 @@ async fn a_ten_thousand_request_burst_while_redis_is_slow_is_answered_and_bounde
     assert_eq!(policy, 2_000);
     assert!(slowest < Duration::from_secs(5), "{slowest:?}");
 }
+
+/// A slot taken while the server is frozen: the take times out (the policy answers 503),
+/// then runs when the server resumes — a slot held by nobody, which used to refuse the
+/// principal for the whole slot TTL (30 s). Now the limiter releases that id once the
+/// server answers: the slot is free again within a second of the thaw.
+#[tokio::test]
+async fn a_slot_taken_during_a_freeze_is_released_after_the_thaw() {
+    let server = RedisServer::start();
+    ghost_slot_released(standalone(&server.url()), std::slice::from_ref(&server)).await;
+}
+
+/// The same on a Cluster, every master frozen.
+#[tokio::test]
+async fn a_slot_taken_during_a_cluster_freeze_is_released_after_the_thaw() {
+    let cluster = rate_limit_tests::redis::RedisCluster::start();
+    ghost_slot_released(cluster.store(), cluster.nodes()).await;
+}
+
+async fn ghost_slot_released(store: AnyStore, servers: &[RedisServer]) {
+    use rate_limit_core::InFlight;
+    use rate_limit_core::limiter::SlotAnswer;
+    let limiter = Limiter::builder(store)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let exports = InFlight::new("freeze-exports", 1, Duration::from_secs(30)).unwrap();
+    let key = exports.slots(Principal::user("ada"));
+    // The connection is up before the freeze (a take and its release).
+    match limiter.take_slot(&key, FailurePolicy::Closed).await {
+        SlotAnswer::Taken(slot) => drop(slot),
+        other => panic!("{other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    servers.iter().for_each(RedisServer::pause);
+    let during = limiter.take_slot(&key, FailurePolicy::Closed).await;
+    assert!(
+        matches!(during, SlotAnswer::Closed(FailureReason::TimedOut)),
+        "{during:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    servers.iter().for_each(RedisServer::resume);
+    let held = || {
+        let mut n = 0;
+        for server in servers {
+            for k in server.cli(&["KEYS", "*in-flight*"]).lines() {
+                if !k.trim().is_empty() {
+                    n += server
+                        .cli(&["ZCARD", k.trim()])
+                        .trim()
+                        .parse::<u64>()
+                        .unwrap_or(0);
+                }
+            }
+        }
+        n
+    };
+    let thawed = Instant::now();
+    while held() > 0 {
+        assert!(
+            thawed.elapsed() < Duration::from_secs(3),
+            "the ghost slot is still held {:?} after the thaw",
+            thawed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "the ghost slot was released {:?} after the thaw",
+        thawed.elapsed()
+    );
+    assert!(matches!(
+        limiter.take_slot(&key, FailurePolicy::Closed).await,
+        SlotAnswer::Taken(_)
+    ));
+}

@@ -133,8 +133,16 @@ impl<S: Store> Limiter<S> {
         let id = next_id();
         let failure = match tokio::time::timeout(self.timeout(), store.take_slot(key, id)).await {
             Ok(Ok(t)) => return answer(t, store, key, id),
-            Ok(Err(e)) => FailureReason::of(e.kind()),
-            Err(_) => FailureReason::TimedOut,
+            Ok(Err(e)) => {
+                if !e.kind().is_retryable() {
+                    release_ghost(store.clone(), key.clone(), id);
+                }
+                FailureReason::of(e.kind())
+            }
+            Err(_) => {
+                release_ghost(store.clone(), key.clone(), id);
+                FailureReason::TimedOut
+            }
         };
         match policy {
             FailurePolicy::Open => SlotAnswer::Open(failure),
@@ -148,6 +156,33 @@ impl<S: Store> Limiter<S> {
             _ => SlotAnswer::Closed(failure),
         }
     }
+}
+
+/// After a take that may have run though nobody got its answer (no answer in time, a
+/// connection lost after sending): releases the id once the store answers, so that no
+/// slot stays held by nobody until its lease ends. A frozen server runs the take when it
+/// resumes; the release, sent on the same connection, runs after it. Releasing an id never
+/// added removes nothing. Once released, once more a moment later (a take that reached the
+/// server by another connection after the first release). Gives up when the lease would
+/// have ended anyway.
+fn release_ghost(store: AnyStore, key: SlotKey, id: u64) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        let ttl = key.in_flight().ttl();
+        let until = tokio::time::Instant::now() + ttl;
+        let mut wait = Duration::from_millis(50);
+        while tokio::time::Instant::now() < until {
+            if store.release_slot(&key, id).await.is_ok() {
+                tokio::time::sleep((ttl / 3).min(Duration::from_secs(1))).await;
+                let _ = store.release_slot(&key, id).await;
+                return;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(1));
+        }
+    });
 }
 
 fn answer(t: Taken, store: AnyStore, key: &SlotKey, id: u64) -> SlotAnswer {
