@@ -427,3 +427,66 @@ async fn ghost_slot_released(store: AnyStore, servers: &[RedisServer]) {
         SlotAnswer::Taken(_)
     ));
 }
+
+/// Slots held while the server is frozen past their TTL: their leases run out, and the
+/// requests still run. Their renewals used to give up (the account then had more requests
+/// in flight than its limit); now each takes its slot again when the server answers.
+#[tokio::test]
+async fn slots_whose_leases_ran_out_in_a_freeze_are_taken_again() {
+    use rate_limit_core::InFlight;
+    use rate_limit_core::limiter::SlotAnswer;
+    let server = RedisServer::start();
+    let limiter = Limiter::builder(standalone(&server.url()))
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let exports = InFlight::new("freeze-renew", 2, Duration::from_secs(1)).unwrap();
+    let key = exports.slots(Principal::user("ada"));
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        match limiter.take_slot(&key, FailurePolicy::Closed).await {
+            SlotAnswer::Taken(slot) => held.push(slot),
+            other => panic!("{other:?}"),
+        }
+    }
+    let in_use = || {
+        let mut n = 0;
+        for k in server.cli(&["KEYS", "*in-flight*"]).lines() {
+            if !k.trim().is_empty() {
+                n += server
+                    .cli(&["ZCOUNT", k.trim(), "(0", "+inf"])
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0);
+            }
+        }
+        n
+    };
+    assert_eq!(in_use(), 2);
+    server.pause();
+    // Past the TTL: the leases end while nobody can renew them.
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    server.resume();
+    // The renewals (every third of the TTL) find them gone and take them again.
+    let thawed = Instant::now();
+    loop {
+        let full = matches!(
+            limiter.take_slot(&key, FailurePolicy::Closed).await,
+            SlotAnswer::Full { .. }
+        );
+        if full && in_use() >= 2 {
+            break;
+        }
+        assert!(
+            thawed.elapsed() < Duration::from_secs(3),
+            "the running requests were not counted again ({} slots in use)",
+            in_use()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "both slots held again {:?} after the thaw",
+        thawed.elapsed()
+    );
+    drop(held);
+}

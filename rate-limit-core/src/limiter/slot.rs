@@ -52,10 +52,14 @@ impl Slot {
                 let every = key.in_flight().ttl() / 3;
                 loop {
                     tokio::time::sleep(every).await;
-                    // Gone (ran out while the store was unreachable): stop; an error: try
-                    // again next time, while the lease may still live.
+                    // An error: try again next time. Gone (the lease ran out while the store
+                    // could not be reached, a frozen server): the request still runs, so
+                    // it takes its slot again under the same id. When the limit is full by
+                    // then, it tries again each period: until a slot frees, this request
+                    // is not counted (the limit is over by at most the requests whose
+                    // leases ran out, and only while they run).
                     if let Ok(false) = store.renew_slot(&key, id).await {
-                        return;
+                        let _ = store.take_slot(&key, id).await;
                     }
                 }
             })
