@@ -196,6 +196,9 @@ async fn drive(server: &Server) {
 
 #[tokio::test]
 async fn no_secret_reaches_a_redis_key_the_monitor_stream_or_a_log() {
+    // The fixed windows' keys live to the end of their minute: started near its end, the
+    // keys were gone before the scan looked for them (CI failed once so).
+    crate::support::clear_of_boundary(Duration::from_secs(60), Duration::from_secs(20)).await;
     let logs = LogCapture::global();
     let redis = RedisServer::start();
     let monitor = Monitor::start(redis.port());
