@@ -90,6 +90,16 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
+/// A decision's window and reset in whole seconds, as the fields send them (`w` at least
+/// 1; `t` the retry-after when there is one): one rule for the full view and the inline
+/// record.
+pub(crate) fn window_and_reset(d: &Decision, retry_after: Option<u64>) -> (u64, u64) {
+    (
+        ceil_secs(d.window()).max(1),
+        retry_after.unwrap_or_else(|| ceil_secs(d.reset_after())),
+    )
+}
+
 /// One limit's state as the headers describe it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitStatus {
@@ -143,13 +153,14 @@ impl LimitStatus {
 
     pub(crate) fn new(name: Arc<str>, d: &Decision) -> Self {
         let retry_after = d.retry_after().map(|r| ceil_secs(r).max(1));
+        let (window, reset) = window_and_reset(d, retry_after);
         Self {
             name,
             outcome: d.outcome(),
             quota: d.limit(),
-            window: ceil_secs(d.window()).max(1),
+            window,
             remaining: d.remaining(),
-            reset: retry_after.unwrap_or_else(|| ceil_secs(d.reset_after())),
+            reset,
             retry_after,
             concurrent: false,
         }

@@ -38,11 +38,12 @@ impl Record {
             && x.retry_after().is_none()
             && x.delay().is_zero()
         {
+            let (window, reset) = window_and_reset(x, None);
             return Self::One(One {
                 quota: x.limit(),
-                window: ceil_secs(x.window()).max(1),
+                window,
                 remaining: x.remaining(),
-                reset: ceil_secs(x.reset_after()),
+                reset,
             });
         }
         RateLimitInfo::from_chain(names, d).into()
