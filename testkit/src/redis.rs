@@ -196,11 +196,26 @@ impl RedisServer {
     /// Starts a standalone server that also serves TLS with `certs` on a second port
     /// ([`tls_url`](Self::tls_url)); the plain port stays for `redis-cli`.
     pub fn start_tls(certs: &crate::tls::TestCerts, auth_clients: bool) -> Self {
-        let tls_port = free_port();
-        let mut args = vec!["--tls-port".to_owned(), tls_port.to_string()];
-        args.extend(certs.server_args(auth_clients));
+        let args = Self::tls_args(certs, auth_clients);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Self::start_with(free_port(), &args)
+    }
+
+    /// [`start_tls`](Self::start_tls) from another server binary (one built with TLS).
+    pub fn start_tls_on(
+        binary: &versions::Binary,
+        certs: &crate::tls::TestCerts,
+        auth_clients: bool,
+    ) -> Self {
+        let args = Self::tls_args(certs, auth_clients);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::start_binary_with(binary, &args)
+    }
+
+    fn tls_args(certs: &crate::tls::TestCerts, auth_clients: bool) -> Vec<String> {
+        let mut args = vec!["--tls-port".to_owned(), free_port().to_string()];
+        args.extend(certs.server_args(auth_clients));
+        args
     }
 
     /// `rediss://127.0.0.1:TLS_PORT/`, for a server started with

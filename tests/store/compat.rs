@@ -1,8 +1,10 @@
 //! The compatibility matrix (`scripts/servers.sh` installs it, pinned): every script runs
 //! on each server — the conformance suite (chains, every algorithm, bans), in-flight slots,
 //! the shared pacer, de-duplication — and on Redis 6.2 a write it refuses is a refusal, not
-//! an unknown. A 3-master Cluster and Sentinel run on Valkey as on Redis 7 (`node_down.rs`,
-//! `sentinel.rs`). A missing server fails its test with a message naming the installer.
+//! an unknown. Every script runs under `MONITOR` there, and each command it ran names only
+//! keys its call declared (what Dragonfly requires; `dragonfly.rs`). A 3-master Cluster
+//! and Sentinel run on Valkey as on Redis 7 (`node_down.rs`, `sentinel.rs`). A missing
+//! server fails its test with a message naming the installer.
 
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use rate_limit_core::{AnyStore, Chain, FailurePolicy, InFlight, Limit, Limiter, 
 use rate_limit_tests::redis::RedisCluster;
 use rate_limit_tests::redis::versions::Matrix;
 
+use crate::monitor::Monitor;
 use crate::support::standalone;
 
 #[tokio::test]
@@ -52,11 +55,27 @@ fn server(test: &str) -> rate_limit_tests::redis::RedisServer {
 
 async fn every_script_runs_on(kind: Matrix, test: &str) {
     let server = kind.start(test);
+    let monitor = Monitor::start(server.port());
     let store = standalone(&server.url());
     crate::conformance::suite(&store).await;
 
-    // In-flight slots (slots.lua): two, then full, then one back.
+    // Units given back (refund.lua): the check no longer counts.
     let limiter = Limiter::new(store.clone());
+    let exports = Limit::fixed_window("compat-refund", 1, Duration::from_secs(60)).unwrap();
+    let chain = Chain::new().check(&exports, Principal::user("ada"));
+    let answer = limiter.check(&chain, FailurePolicy::Closed).await;
+    limiter
+        .give_back(answer.reservation(&chain).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        limiter
+            .check(&chain, FailurePolicy::Closed)
+            .await
+            .is_allowed()
+    );
+
+    // In-flight slots (slots.lua): two, then full, then one back.
     let exports = InFlight::new("compat-exports", 2, Duration::from_secs(5)).unwrap();
     let key = exports.slots(Principal::user("ada"));
     let mut held = Vec::new();
@@ -104,6 +123,19 @@ async fn every_script_runs_on(kind: Matrix, test: &str) {
     let day = Duration::from_secs(86_400);
     assert!(redis.first_seen("compat-delivery", day).await.unwrap());
     assert!(!redis.first_seen("compat-delivery", day).await.unwrap());
+
+    // Every script ran, and touched only the keys its call declared (Dragonfly's rule).
+    let shas = crate::dragonfly::scripts()
+        .into_iter()
+        .map(|(name, source)| {
+            (
+                server.cli(&["SCRIPT", "LOAD", &source]).trim().to_owned(),
+                name,
+            )
+        })
+        .collect();
+    let ran = crate::dragonfly::assert_only_declared_keys(&monitor.finish(), &shas);
+    assert_eq!(ran.len(), 4, "scripts seen: {ran:?}");
 }
 
 /// At its memory cap under `noeviction`, Redis 6.2 refuses the script's first write and

@@ -4,11 +4,6 @@
 //! and the captured logs are searched for it. A readable control value is searched for
 //! the same way and must be found, so the search itself is shown to work.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::Router;
@@ -22,61 +17,10 @@ use rate_limit_tests::{Server, client};
 use rate_limit_tower::extract::{Bearer, HeaderKey};
 use rate_limit_tower::{RateLimitLayer, Rule};
 
+use crate::monitor::Monitor;
+
 const SECRET: &str = "sk_live_Q7marker";
 const CONTROL: &str = "readable-control-Q7";
-
-/// Everything Redis executes, as `MONITOR` streams it (scripts' inner commands included).
-struct Monitor {
-    seen: Arc<Mutex<Vec<u8>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Monitor {
-    fn start(port: u16) -> Self {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.write_all(b"MONITOR\r\n").unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
-        let thread = std::thread::spawn(move || {
-            let mut buf = [0u8; 65_536];
-            while !stop2.load(Ordering::Relaxed) {
-                if let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    seen2.lock().unwrap().extend_from_slice(&buf[..n]);
-                }
-            }
-        });
-        // MONITOR answers +OK before it streams.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while !seen.lock().unwrap().starts_with(b"+OK") {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "MONITOR did not start"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Self {
-            seen,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn finish(mut self) -> String {
-        // Let the last commands arrive.
-        std::thread::sleep(Duration::from_millis(200));
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
-    }
-}
 
 fn scan_all(server: &RedisServer) -> String {
     server.cli(&["--scan", "--pattern", "*"])

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use rate_limit_core::{Chain, Limit, Principal, RedisStore, Store};
+use rate_limit_tests::redis::versions::Matrix;
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
 use rate_limit_tests::tls::TestCerts;
 
@@ -20,18 +21,31 @@ async fn admitted(store: &RedisStore, limit: &Limit, who: &str, n: usize) -> usi
     ok
 }
 
+/// A store that trusts the test CA and presents the client certificate (deny cache off).
+fn trusted_with_certificate(server: &RedisServer, certs: &TestCerts) -> RedisStore {
+    RedisStore::builder(server.tls_url())
+        .tls_root_certificate(certs.ca_pem.clone())
+        .tls_client_certificate(certs.client_cert_pem.clone(), certs.client_key_pem.clone())
+        .deny_cache(0)
+        .build()
+        .unwrap()
+}
+
+/// A store that trusts the test CA and presents no certificate.
+fn trusted_without_certificate(server: &RedisServer, certs: &TestCerts) -> RedisStore {
+    RedisStore::builder(server.tls_url())
+        .tls_root_certificate(certs.ca_pem.clone())
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn standalone_over_tls_with_a_client_certificate() {
     let certs = TestCerts::make("standalone");
     // The server asks every client for a certificate signed by its CA.
     let server = RedisServer::start_tls(&certs, true);
     let limit = Limit::token_bucket("tls", 3, 1, Duration::from_secs(3600)).unwrap();
-    let store = RedisStore::builder(server.tls_url())
-        .tls_root_certificate(certs.ca_pem.clone())
-        .tls_client_certificate(certs.client_cert_pem.clone(), certs.client_key_pem.clone())
-        .deny_cache(0)
-        .build()
-        .unwrap();
+    let store = trusted_with_certificate(&server, &certs);
     store.health().await.unwrap();
     assert_eq!(admitted(&store, &limit, "alice", 5).await, 3);
     // The count is in Redis: seen over the plain port.
@@ -48,10 +62,7 @@ async fn standalone_over_tls_with_a_client_certificate() {
         "an unknown CA was trusted"
     );
     // Without a client certificate, the server refuses the connection.
-    let anonymous = RedisStore::builder(server.tls_url())
-        .tls_root_certificate(certs.ca_pem.clone())
-        .build()
-        .unwrap();
+    let anonymous = trusted_without_certificate(&server, &certs);
     assert!(
         anonymous.health().await.is_err(),
         "no client certificate, yet answered"
@@ -69,6 +80,35 @@ async fn standalone_over_tls_with_a_client_certificate() {
         .build()
         .unwrap();
     assert!(wrong_ca.health().await.is_err(), "another CA was accepted");
+}
+
+/// Valkey 8.0 (Debian's build carries TLS): a client certificate, and the count exact. The
+/// Redis 6.2 and Valkey 9.1 binaries of the matrix are built without TLS (they refuse
+/// `--tls-port`).
+#[tokio::test]
+async fn standalone_over_tls_on_valkey_8_0() {
+    let test = "standalone_over_tls_on_valkey_8_0";
+    let certs = TestCerts::make("valkey");
+    let server = RedisServer::start_tls_on(&Matrix::Valkey8_0.require(test), &certs, true);
+    assert!(
+        server
+            .cli(&["INFO", "server"])
+            .contains(Matrix::Valkey8_0.info_mark())
+    );
+    let limit = Limit::fixed_window("tls-valkey", 4, Duration::from_secs(3600)).unwrap();
+    let store = trusted_with_certificate(&server, &certs);
+    store.verify().await.unwrap();
+    assert_eq!(admitted(&store, &limit, "grace", 6).await, 4);
+    let name = store.key_name(&limit.key(Principal::user("grace")));
+    // A fixed window's state: its number, then its count.
+    let state = server.cli(&["GET", &name]);
+    assert!(state.trim().ends_with(" 4"), "{state}");
+    // Without a client certificate, Valkey refuses the connection.
+    let anonymous = trusted_without_certificate(&server, &certs);
+    assert!(
+        anonymous.health().await.is_err(),
+        "no client certificate, yet answered"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

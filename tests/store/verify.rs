@@ -1,6 +1,6 @@
 //! The check at start (`RedisStore::verify`) on real servers: every server of the matrix
-//! and a Cluster pass it; a user with exactly the README's ACL passes it and runs the
-//! conformance suite; a user missing a command, or whose key pattern leaves the store's
+//! and a Cluster pass it; a user with exactly the README's ACL (and its Cluster line, on a
+//! Cluster) passes it and runs the conformance suite; a user missing a command, or whose key pattern leaves the store's
 //! keys out, is told which; `CONFIG` renamed is said once and the store works; no
 //! password reaches the error.
 
@@ -35,6 +35,9 @@ pub(crate) const LIMITER_ACL: &[&str] = &[
     "+config|get",
 ];
 
+/// What a Cluster's nodes add to [`LIMITER_ACL`] (the README says so).
+const CLUSTER_ACL: &[&str] = &["+cluster|slots", "+asking"];
+
 const PASSWORD: &str = "s3cret-acl-password";
 
 fn user_with(server: &RedisServer, name: &str, acl: &[&str]) -> RedisStore {
@@ -68,13 +71,53 @@ async fn every_server_of_the_matrix_passes_the_check_at_start() {
 }
 
 #[tokio::test]
-async fn a_cluster_passes_the_check_at_start() {
+async fn a_cluster_and_a_user_with_the_readme_acl_pass_the_check_at_start() {
     let cluster = RedisCluster::start();
     let AnyStore::Redis(store) = cluster.store() else {
         unreachable!("a Redis Cluster store")
     };
     let verified = store.verify().await.unwrap();
     assert_eq!(verified.eviction_policies.map(|p| p.len()), Some(3));
+
+    // The README's ACL and its Cluster line, on every node: the check passes and the
+    // conformance suite (chains across slot groups, refunds) runs through that user.
+    let mut acl = LIMITER_ACL.to_vec();
+    acl.extend(CLUSTER_ACL);
+    let password = format!(">{PASSWORD}");
+    for node in cluster.nodes() {
+        let mut args = vec!["ACL", "SETUSER", "limiter", "reset", &password];
+        args.extend_from_slice(&acl);
+        assert!(node.cli(&args).contains("OK"));
+    }
+    let urls = cluster
+        .urls()
+        .into_iter()
+        .map(|u| u.replace("redis://", &format!("redis://limiter:{PASSWORD}@")));
+    let user = RedisStore::cluster_builder(urls).build().unwrap();
+    let verified = user.verify().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(verified.eviction_policies.map(|p| p.len()), Some(3));
+    crate::conformance::suite(&AnyStore::Redis(user)).await;
+}
+
+/// The ACL the tests grant is the one the README shows, word for word.
+#[test]
+fn the_readme_shows_the_acl_the_tests_grant() {
+    let readme = include_str!("../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER limiter "))
+        .expect("the README's ACL line");
+    let words: Vec<&str> = line
+        .split(' ')
+        .skip(3)
+        .filter(|w| !w.starts_with('>'))
+        .collect();
+    assert_eq!(words, LIMITER_ACL);
+    let cluster = format!("`{}`", CLUSTER_ACL.join(" "));
+    assert!(
+        readme.contains(&cluster),
+        "the README does not show {cluster}"
+    );
 }
 
 /// A user with exactly the README's ACL: the check passes and the conformance suite runs

@@ -193,8 +193,17 @@ impl RedisServer {
     ///
     /// If it does not come up on 5 free ports.
     pub fn start_binary(binary: &Binary) -> Self {
+        Self::start_binary_with(binary, &[])
+    }
+
+    /// [`start_binary`](Self::start_binary) with extra arguments.
+    ///
+    /// # Panics
+    ///
+    /// If it does not come up on 5 free ports.
+    pub fn start_binary_with(binary: &Binary, extra: &[&str]) -> Self {
         for _ in 0..5 {
-            let mut s = Self::unstarted(free_port(), &[]);
+            let mut s = Self::unstarted(free_port(), extra);
             s.binary = Some(binary.clone());
             if s.try_spawn() {
                 return s;

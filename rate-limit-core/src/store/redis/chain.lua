@@ -26,6 +26,7 @@
 
 local floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
 local tonumber = tonumber
+local unpack = table.unpack or unpack   -- Lua 5.4 (Dragonfly) or 5.1 (Redis, Valkey)
 local IFFITS, ALWAYS, OVERDRAW = 0, 1, 2
 local MIN_RETRY = 1000
 
