@@ -26,7 +26,7 @@ pub fn store_from_env() -> Result<AnyStore, ConfigError> {
 /// Says where a server counts (`memory`, `redis host:port`, `redis-cluster …`), never with a
 /// password: a `rate_limit.example.store` event, which the example binaries print.
 pub fn announce(store: &AnyStore) {
-    tracing::info!(name: "rate_limit.example.store", store = %store.describe(), "counting in {}", store.describe());
+    tracing::info!(name: "rate_limit.example.store", target: "rate_limit.example.store", store = %store.describe(), "counting in {}", store.describe());
 }
 
 /// The check at start of every example server: when the environment names a Redis store
@@ -48,15 +48,61 @@ pub async fn verify_env(env: &StoreEnv) -> Option<Result<Verified, VerifyError>>
     match &found {
         Ok(v) => tracing::info!(
             name: "rate_limit.example.verified",
+            target: "rate_limit.example.verified",
             server = %v.server.as_ref().map_or_else(|| "not told (INFO refused)".to_owned(), ToString::to_string),
             eviction = ?v.eviction_policies,
             "the Redis store is ready"
         ),
         Err(e) => tracing::error!(
             name: "rate_limit.example.unverified",
+            target: "rate_limit.example.unverified",
             code = e.code(),
             "the Redis store cannot work as set up: {e}"
         ),
     }
     Some(found)
+}
+
+/// Serves the process's metrics as Prometheus text at `GET /metrics`, on a listener of its
+/// own, when `{prefix}_METRICS=1`: at `{prefix}_METRICS_BIND`, default `127.0.0.1:{port}`.
+/// It installs the process's `metrics` recorder (Prometheus), so every layer's series
+/// (see `rate_limit_tower::metrics`) appear there. Its own listener keeps it out of the
+/// limits, and off the public port. `Ok(None)`: not asked for.
+///
+/// # Errors
+///
+/// The address cannot be bound, or another recorder is installed already.
+pub async fn metrics_from_env(
+    prefix: &str,
+    port: u16,
+) -> Result<Option<std::net::SocketAddr>, String> {
+    if std::env::var(format!("{prefix}_METRICS")).as_deref() != Ok("1") {
+        return Ok(None);
+    }
+    let var = format!("{prefix}_METRICS_BIND");
+    let bind = std::env::var(&var).unwrap_or_else(|_| format!("127.0.0.1:{port}"));
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| format!("metrics: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(&bind)
+        .await
+        .map_err(|e| format!("{var}: cannot listen on {bind}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let router = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = handle.render();
+            async move {
+                (
+                    [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    text,
+                )
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    println!("metrics on http://{addr}/metrics");
+    Ok(Some(addr))
 }

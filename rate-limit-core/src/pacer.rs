@@ -319,6 +319,7 @@ impl SharedPacer {
         };
         tracing::warn!(
             name: "rate_limit.pacer_local",
+            target: "rate_limit.pacer_local",
             pacer = %self.inner.name,
             error = %e,
             rate = local.initial,

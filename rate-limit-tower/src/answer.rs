@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response};
-use rate_limit_core::{Answer, Chain, ChainDecision, ConfigError, ConfigErrorKind};
+use rate_limit_core::{Answer, Chain, ConfigError, ConfigErrorKind};
 
 use crate::headers::{self, HeaderStyle, RateLimitInfo};
-use crate::metrics;
+use crate::meters::Meters;
 use crate::response::{self, JsonResponder, Responder};
 
 /// What to do with a request once the limiter answered.
@@ -177,7 +177,9 @@ impl Answering {
             .map(|c| Arc::from(c.key().limit().name()))
             .collect();
         let seed = self.jitter_seed(&answer, chain);
-        self.verdict(answer, &names, wants_html, seed)
+        // Counted like a layer's decisions (built here: a handler's chain is its own).
+        let meters = Meters::for_names(&names);
+        self.verdict(answer, &names, &meters, wants_html, seed)
     }
 
     /// The answer when every slot of an in-flight limit named `name` is held (see
@@ -193,7 +195,6 @@ impl Answering {
     ) -> Response<Bytes> {
         let info = RateLimitInfo::refused_in_flight(name, u64::from(max), retry_after);
         let denied = info.headline().clone();
-        metrics::count("rate_limit_limited_total", denied.name());
         let mut resp = match (&self.redirect, wants_html) {
             (Some(page), true) => response::redirect(page),
             _ => self.responder.limited(&denied),
@@ -218,25 +219,17 @@ impl Answering {
         &self,
         answer: Answer,
         names: &[Arc<str>],
+        meters: &Meters,
         wants_html: bool,
         seed: u64,
     ) -> Verdict {
-        if let Some(reason) = answer.failure() {
-            let policy = match &answer {
-                Answer::Memory { .. } => "memory",
-                Answer::Open(_) => "open",
-                _ => "closed",
-            };
-            for n in names {
-                metrics::count2("rate_limit_store_error_total", n, "reason", reason.as_str());
-                metrics::count2("rate_limit_fallback_total", n, "policy", policy);
-            }
-        }
         match answer {
             Answer::Store(d) | Answer::Memory { decision: d, .. } => {
                 if d.is_allowed() {
-                    return Verdict::Proceed(admitted(names, &d));
+                    meters.admitted(&d);
+                    return Verdict::Proceed(RateLimitInfo::from_chain(names, &d));
                 }
+                let (refused, ban) = d.denied_by().map_or((0, false), |(i, x)| (i, x.is_ban()));
                 let Some(info) = RateLimitInfo::from_chain(names, &d) else {
                     return Verdict::Proceed(None);
                 };
@@ -245,15 +238,16 @@ impl Answering {
                     .cloned()
                     .unwrap_or_else(|| info.headline().clone());
                 if self.shadow {
-                    metrics::count("rate_limit_shadow_limited_total", denied.name());
+                    meters.refused(refused, ban, true);
                     tracing::info!(
                         name: "rate_limit.shadow_limited",
+                        target: "rate_limit.shadow_limited",
                         limit = denied.name(),
                         "shadow mode: this request would have been refused"
                     );
                     return Verdict::Proceed(Some(info.shadow()));
                 }
-                metrics::count("rate_limit_limited_total", denied.name());
+                meters.refused(refused, ban, false);
                 let retry = denied
                     .retry_after_secs()
                     .map(|secs| secs + self.extra(seed, denied.window_secs()));
@@ -283,20 +277,6 @@ impl Answering {
             // `Answer` is non-exhaustive; a kind this version does not know fails closed.
             _ => Verdict::Respond(response::unavailable(1)),
         }
-    }
-}
-
-/// An admitted chain's record (`None` when it shows no limit: a ban that let it through),
-/// its limits counted as allowed. One place for the layer's fast path and the verdict.
-pub(crate) fn admitted(names: &[Arc<str>], d: &ChainDecision) -> Option<RateLimitInfo> {
-    count_admitted(names);
-    RateLimitInfo::from_chain(names, d)
-}
-
-/// Counts an admitted chain's limits as allowed.
-pub(crate) fn count_admitted(names: &[Arc<str>]) {
-    for n in names {
-        metrics::count_shared("rate_limit_allowed_total", n);
     }
 }
 

@@ -15,8 +15,7 @@ use tower_service::Service;
 
 use crate::body::LimitBody;
 use crate::headers::Record;
-#[cfg(feature = "metrics")]
-use crate::metrics;
+use crate::meters::Meters;
 use crate::nesting;
 use crate::response;
 use crate::shared::{Ctx, Next, Shared};
@@ -66,14 +65,16 @@ impl CheckFuture {
     ) -> Self {
         Self(Box::pin(async move {
             let mut slots = Vec::with_capacity(keys.len());
-            for (rule, key) in shared.in_flight.iter().zip(&keys) {
+            for (j, (rule, key)) in shared.in_flight.iter().zip(&keys).enumerate() {
                 match shared.limiter.take_slot(key, rule.policy).await {
-                    SlotAnswer::Taken(slot) => slots.push(slot),
+                    SlotAnswer::Taken(slot) => {
+                        slots.push(Meters::slot_taken(&shared.meters, j, slot))
+                    }
                     SlotAnswer::Open(_) => {}
                     SlotAnswer::Full { max, retry_after } => {
                         // The slots taken so far are released as `slots` drops.
                         return Admission::Respond(shared.in_flight_refusal(
-                            rule,
+                            j,
                             max,
                             retry_after,
                             ctx,
@@ -97,13 +98,16 @@ async fn check(shared: &Shared, chain: &Chain, ask: Option<Ask>) -> Answer {
         None => shared.limiter.check(chain, shared.policy).await,
     };
     #[cfg(feature = "metrics")]
-    metrics::latency(started.elapsed());
+    shared.meters.layer.latency(started.elapsed());
+    shared.note_failure(&answer, chain);
     answer
 }
 
 /// Holds an admitted answer for its delay, and notes what it reserved.
 async fn settle(shared: &Shared, chain: &Chain, answer: Answer, slots: Vec<Slot>) -> Admission {
+    let held = shared.meters.holding(&answer);
     let answer = shared.holding.hold(&shared.limiter, chain, answer).await;
+    drop(held);
     let reservation = shared.reservation(&answer, chain);
     let seed = shared.answering.jitter_seed(&answer, chain);
     Admission::Answer {

@@ -8,6 +8,7 @@ use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Limiter, MemoryStore};
 use tower_layer::Layer;
 
 use crate::answer::Answering;
+use crate::meters::{DEFAULT_NEAR_LIMIT, Meters};
 use crate::rule::{InFlightRule, Rule};
 use crate::service::RateLimit;
 use crate::shared::Shared;
@@ -91,6 +92,8 @@ impl RateLimitLayer {
                 in_flight: Vec::new(),
                 access: None,
                 info_extension: false,
+                meters: Arc::new(Meters::empty()),
+                near_limit: DEFAULT_NEAR_LIMIT,
             }),
         }
     }
@@ -101,8 +104,30 @@ impl RateLimitLayer {
     }
 
     fn edit(mut self, f: impl FnOnce(&mut Shared)) -> Self {
-        f(Arc::make_mut(&mut self.shared));
+        let s = Arc::make_mut(&mut self.shared);
+        f(s);
+        // The series' keys, built once per configuration (never per request).
+        let in_flight: Vec<Arc<str>> = s.in_flight.iter().map(|r| Arc::clone(&r.name)).collect();
+        s.meters = Arc::new(Meters::new(
+            &s.names,
+            &in_flight,
+            s.limiter.store(),
+            s.near_limit,
+        ));
         self
+    }
+
+    /// The share of a quota left at or under which an admitted request counts in
+    /// `rate_limit_near_limit_total` (default 0.2: a fifth or less left). Clamped to
+    /// 0..=1; with feature `metrics` off it has no effect.
+    pub fn near_limit(self, share: f64) -> Self {
+        self.edit(|s| {
+            s.near_limit = if share.is_nan() {
+                DEFAULT_NEAR_LIMIT
+            } else {
+                share.clamp(0.0, 1.0)
+            }
+        })
     }
 
     /// Appends a rule. Rules are checked in the order added, as one chain.

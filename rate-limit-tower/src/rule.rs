@@ -246,6 +246,7 @@ impl InFlightRule {
 pub(crate) fn not_owned(ban: &str, p: &Principal) -> Rejection {
     tracing::error!(
         name: "rate_limit.ban_principal_not_owned",
+        target: "rate_limit.ban_principal_not_owned",
         ban,
         kind = ?p.kind(),
         "a ban must name a client IP or an API key; this request was refused"

@@ -82,15 +82,13 @@ where
             record: shared.info_extension || nesting::under_another_layer(),
         };
         let (parts, body) = req.into_parts();
-        if let Some(access) = &shared.access {
-            match access.check(&parts) {
-                Listed::Neither => {}
-                Listed::Allowed => {
-                    let req = Request::from_parts(parts, body);
-                    return ResponseFuture::pass(self.inner.call(req));
-                }
-                refused => return listed_refusal(refused, ctx),
+        match shared.listed(&parts) {
+            Listed::Neither => {}
+            Listed::Allowed => {
+                let req = Request::from_parts(parts, body);
+                return ResponseFuture::pass(self.inner.call(req));
             }
+            refused => return listed_refusal(refused, ctx),
         }
         let mut chain = Chain::new().mode(shared.mode);
         for rule in &shared.rules {
@@ -122,7 +120,8 @@ where
         let answer = shared.limiter.try_check_or_ask(&chain, shared.policy);
         if let Ok(answer) = answer {
             #[cfg(feature = "metrics")]
-            crate::metrics::latency(started.elapsed());
+            shared.meters.layer.latency(started.elapsed());
+            shared.note_failure(&answer, &chain);
             if answer.decision().is_some_and(|d| !d.delay().is_zero()) {
                 // Over a delayed limit's threshold: held first, in the response future.
                 let check = CheckFuture::held(Arc::clone(shared), chain, answer);

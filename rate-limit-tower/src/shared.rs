@@ -9,9 +9,10 @@ use http::{HeaderMap, Method, Response};
 use rate_limit_core::limiter::{Holding, Reservation};
 use rate_limit_core::{Answer, AnyStore, Chain, ChainMode, FailurePolicy, Limiter};
 
+use crate::access::Listed;
 use crate::answer::{Answering, Verdict};
 use crate::headers::{self, RateLimitInfo, Record};
-use crate::metrics;
+use crate::meters::Meters;
 use crate::response;
 use crate::rule::{BanAnswer, InFlightRule, Rule};
 
@@ -36,6 +37,10 @@ pub(crate) struct Shared {
     pub(crate) holding: Holding,
     /// Whether every admitted response carries [`RateLimitInfo`] (refusals always do).
     pub(crate) info_extension: bool,
+    /// The layer's series (feature `metrics`), rebuilt with its configuration.
+    pub(crate) meters: Arc<Meters>,
+    /// The share of a quota left that counts as near the limit.
+    pub(crate) near_limit: f64,
 }
 
 impl std::fmt::Debug for Shared {
@@ -76,6 +81,20 @@ impl Shared {
                 && headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD))
     }
 
+    /// What the access lists say of a request (counted), `Neither` without lists.
+    pub(crate) fn listed(&self, parts: &http::request::Parts) -> Listed {
+        let Some(access) = &self.access else {
+            return Listed::Neither;
+        };
+        let listed = access.check(parts);
+        match listed {
+            Listed::Allowed => self.meters.layer.listed(true),
+            Listed::Denied => self.meters.layer.listed(false),
+            _ => {}
+        }
+        listed
+    }
+
     /// Turns the limiter's answer into what the service does next.
     /// `seed` names the refused principal, for jitter (`Answering::jitter_seed`).
     pub(crate) fn next(&self, answer: Answer, ctx: Ctx, seed: u64) -> Next {
@@ -84,7 +103,7 @@ impl Shared {
             && d.is_ban()
             && self.rules.get(i).map(|r| r.ban) == Some(BanAnswer::Forbidden)
         {
-            metrics::count("rate_limit_limited_total", &self.names[i]);
+            self.meters.refused(i, true, false);
             return Next::Respond(response::banned());
         }
         if let Some(record) = self.admitted(&answer) {
@@ -92,7 +111,7 @@ impl Shared {
         }
         match self
             .answering
-            .verdict(answer, &self.names, ctx.wants_html, seed)
+            .verdict(answer, &self.names, &self.meters, ctx.wants_html, seed)
         {
             Verdict::Proceed(info) => Next::Proceed(info.into()),
             Verdict::Respond(resp) => Next::Respond(resp),
@@ -109,20 +128,45 @@ impl Shared {
         if !d.is_allowed() {
             return None;
         }
-        crate::answer::count_admitted(&self.names);
+        self.meters.admitted(d);
         Some(Record::admitted(&self.names, d))
     }
 
     /// The 429 of an in-flight limit whose slots are all held.
     pub(crate) fn in_flight_refusal(
         &self,
-        rule: &InFlightRule,
+        j: usize,
         max: u32,
         retry_after: std::time::Duration,
         ctx: Ctx,
     ) -> Response<Bytes> {
+        if let Some(m) = self.meters.in_flight.get(j) {
+            m.decided(crate::meters::Outcome::Limited);
+        }
+        let name = Arc::clone(&self.in_flight[j].name);
         self.answering
-            .in_flight_refused(Arc::clone(&rule.name), max, retry_after, ctx.wants_html)
+            .in_flight_refused(name, max, retry_after, ctx.wants_html)
+    }
+
+    /// What the store's answer to `chain` tells the meters, when it failed: its kind and
+    /// failure domain (the chain's first: a Cluster node's address, else `store`), and
+    /// each rule's fallback policy.
+    pub(crate) fn note_failure(&self, answer: &Answer, chain: &Chain) {
+        #[cfg(feature = "metrics")]
+        if let Some(reason) = answer.failure() {
+            use rate_limit_core::Store as _;
+            let store = self.limiter.store();
+            let domain = store
+                .failure_domains(chain)
+                .iter()
+                .next()
+                .and_then(|d| store.domain_name(d))
+                .unwrap_or_else(|| "store".to_owned());
+            self.meters.layer.store_error(reason.as_str(), domain);
+            self.meters.failed(answer);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (answer, chain);
     }
 
     /// Adds the in-flight limits of the slots a request holds to its headers' view.
@@ -174,18 +218,17 @@ impl Shared {
     ) -> Option<Reservation> {
         let (status, ext) = (resp.status(), resp.extensions());
         reservation.retain(|i, _| {
-            self.rules
+            let back = self
+                .rules
                 .get(i)
                 .and_then(|r| r.count.as_ref())
-                .is_some_and(|when| !when.counts(status, ext))
+                .is_some_and(|when| !when.counts(status, ext));
+            if back && let Some(m) = self.meters.rules.get(i) {
+                m.given_back();
+            }
+            back
         });
-        if reservation.is_empty() {
-            return None;
-        }
-        for c in reservation.checks() {
-            metrics::count("rate_limit_given_back_total", c.key().limit().name());
-        }
-        Some(reservation)
+        (!reservation.is_empty()).then_some(reservation)
     }
 
     /// Adds this layer's view (merged with an inner layer's) and CORS exposure.

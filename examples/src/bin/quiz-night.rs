@@ -1,13 +1,18 @@
 //! The quiz-night server: `cargo run --release -p rate-limit-examples --bin quiz-night`.
 //!
 //! `QUIZ_BIND` (default `127.0.0.1:3000`), `REDIS_URL` (unset: in-memory),
-//! `QUIZ_TRUSTED_PROXIES` (comma-separated CIDRs).
+//! `QUIZ_TRUSTED_PROXIES` (comma-separated CIDRs), `QUIZ_METRICS=1` (Prometheus text at
+//! `/metrics` on `QUIZ_METRICS_BIND`, default `127.0.0.1:9000`).
 
 use rate_limit_examples::quiz_night::{QuizConfig, app, serve};
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt().with_target(false).init();
+    tracing_subscriber::fmt().init();
+    if let Err(e) = rate_limit_examples::metrics_from_env("QUIZ", 9000).await {
+        eprintln!("quiz-night: {e}");
+        std::process::exit(1);
+    }
     rate_limit_examples::verify_at_start().await;
     let cfg = match QuizConfig::from_env() {
         Ok(c) => c,

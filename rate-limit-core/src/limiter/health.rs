@@ -74,6 +74,7 @@ impl<S: Store> Limiter<S> {
             match self.inner.store.domain_name(domain) {
                 Some(node) => tracing::warn!(
                     name: "rate_limit.fallback",
+                    target: "rate_limit.fallback",
                     store = %self.inner.name,
                     reason = reason.as_str(),
                     error,
@@ -83,6 +84,7 @@ impl<S: Store> Limiter<S> {
                 ),
                 None => tracing::warn!(
                     name: "rate_limit.fallback",
+                    target: "rate_limit.fallback",
                     store = %self.inner.name,
                     reason = reason.as_str(),
                     error,
@@ -128,12 +130,14 @@ impl<S: Store> Limiter<S> {
             match self.inner.store.domain_name(domain) {
                 Some(node) => tracing::info!(
                     name: "rate_limit.recovered",
+                    target: "rate_limit.recovered",
                     store = %self.inner.name,
                     node = %node,
                     "rate-limit store answers again"
                 ),
                 None => tracing::info!(
                     name: "rate_limit.recovered",
+                    target: "rate_limit.recovered",
                     store = %self.inner.name,
                     "rate-limit store answers again"
                 ),

@@ -33,6 +33,7 @@ pub struct Slot {
     id: u64,
     in_use: u32,
     renewer: Option<tokio::task::JoinHandle<()>>,
+    on_release: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl fmt::Debug for Slot {
@@ -70,7 +71,15 @@ impl Slot {
             id,
             in_use,
             renewer,
+            on_release: None,
         }
+    }
+
+    /// Runs `f` when the slot is released (as it drops, before the store is told): for a
+    /// gauge of the slots a process holds.
+    pub fn on_release(mut self, f: impl FnOnce() + Send + Sync + 'static) -> Self {
+        self.on_release = Some(Box::new(f));
+        self
     }
 
     /// The slot's key.
@@ -86,6 +95,9 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        if let Some(f) = self.on_release.take() {
+            f();
+        }
         if let Some(r) = self.renewer.take() {
             r.abort();
         }

@@ -56,6 +56,17 @@ impl From<BoxStore> for AnyStore {
 impl AnyStore {
     /// The identity of the shared state behind this handle (clones agree), and a name for
     /// logs: what [`Limiter`](crate::Limiter)s made from clones of one store share.
+    /// What kind of store this is, for a metric's label: `memory`, `redis` (standalone,
+    /// Cluster or Sentinel) or `other` (a boxed store).
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Self::Memory(_) => "memory",
+            #[cfg(feature = "redis")]
+            Self::Redis(_) => "redis",
+            Self::Boxed(_) => "other",
+        }
+    }
+
     pub(crate) fn identity(&self) -> (usize, String) {
         match self {
             Self::Memory(s) => (s.identity(), "memory".to_owned()),

@@ -209,7 +209,7 @@ impl ClientIp {
     pub fn resolve(&self, parts: &Parts) -> Result<IpAddr, Rejection> {
         let Some(peer) = (self.peer)(&parts.extensions).map(canonical) else {
             if !self.warned_peer.swap(true, Ordering::Relaxed) {
-                tracing::error!(name: "rate_limit.peer_missing", "{PEER_MISSING}");
+                tracing::error!(name: "rate_limit.peer_missing", target: "rate_limit.peer_missing", "{PEER_MISSING}");
             }
             return Err(Rejection::misconfigured(
                 "server.peer_missing",
@@ -241,6 +241,7 @@ impl ClientIp {
                 if !self.warned_garbage.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         name: "rate_limit.forwarded_invalid",
+                        target: "rate_limit.forwarded_invalid",
                         "a trusted proxy forwarded a request whose forwarding header names no \
                          usable client address; such requests are answered 400 \
                          ip.forwarded_invalid"

@@ -1,14 +1,19 @@
-//! Feature `metrics`: counters per limit name, and the store latency histogram.
+//! Feature `metrics`: the table of `rate_limit_tower::metrics`, series by series, and its
+//! labels bounded whatever the number of principals.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rate_limit_core::store::{BoxStore, StoreErrorKind};
 use rate_limit_core::testing::{FaultyStore, Mode};
-use rate_limit_core::{AnyStore, FailurePolicy, Limiter};
-use rate_limit_tower::extract::Global;
-use rate_limit_tower::{Answering, RateLimitLayer, Rule};
+use rate_limit_core::{AnyStore, Delay, FailurePolicy, InFlight, Limit, Limiter, PrincipalKind};
+use rate_limit_tower::access::{Access, List};
+use rate_limit_tower::extract::{ClientIp, Global, HeaderKey};
+use rate_limit_tower::{Answering, BanAnswer, InFlightRule, RateLimitLayer, Rule};
+
+use tower::ServiceExt;
 
 use crate::support::*;
 
@@ -23,44 +28,66 @@ fn snapshotter() -> &'static Snapshotter {
     })
 }
 
+/// A series: its name and its labels, `k=v` sorted and joined with `,`.
+type Series = (String, String);
+
 /// Snapshots consume what they read, and tests run in parallel: every snapshot is added
-/// to one tally, keyed by (metric, limit label).
-fn tally() -> std::sync::MutexGuard<'static, HashMap<(String, String), u64>> {
-    static TALLY: OnceLock<Mutex<HashMap<(String, String), u64>>> = OnceLock::new();
+/// to one tally.
+fn tally() -> std::sync::MutexGuard<'static, HashMap<Series, f64>> {
+    static TALLY: OnceLock<Mutex<HashMap<Series, f64>>> = OnceLock::new();
     let mut t = TALLY.get_or_init(Mutex::default).lock().unwrap();
     for (k, _, _, v) in snapshotter().snapshot().into_vec() {
         let key = k.key();
-        let limit = key
+        let mut labels: Vec<String> = key
             .labels()
-            .find(|l| l.key() == "limit")
-            .map_or(String::new(), |l| l.value().to_owned());
-        let n = match v {
-            DebugValue::Counter(c) => c,
-            DebugValue::Histogram(h) => h.len() as u64,
-            _ => 0,
-        };
-        *t.entry((key.name().to_owned(), limit)).or_default() += n;
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        labels.sort();
+        let series = (key.name().to_owned(), labels.join(","));
+        #[allow(clippy::cast_precision_loss)]
+        match v {
+            DebugValue::Counter(c) => *t.entry(series).or_default() += c as f64,
+            DebugValue::Histogram(h) => *t.entry(series).or_default() += h.len() as f64,
+            // Snapshots swap gauges out too; the layer only moves them by ±1.
+            DebugValue::Gauge(g) => *t.entry(series).or_default() += g.into_inner(),
+        }
     }
     t
 }
 
-fn counter(name: &str, limit: &str) -> u64 {
+/// The value of the series `name{labels}` (labels as written in the table, any order).
+fn value(name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    l.sort();
     tally()
-        .get(&(name.to_owned(), limit.to_owned()))
+        .get(&(name.to_owned(), l.join(",")))
         .copied()
-        .unwrap_or(0)
+        .unwrap_or(0.0)
+}
+
+fn decisions(limit: &str, outcome: &str) -> f64 {
+    value(
+        "rate_limit_decisions_total",
+        &[("limit", limit), ("outcome", outcome)],
+    )
 }
 
 #[tokio::test]
-async fn allowed_limited_and_shadowed_are_counted_per_limit() {
+async fn decisions_and_near_limit_are_counted_per_limit() {
     snapshotter();
     let (layer, _) = fresh();
     let svc = app(&layer.rule(Rule::new(minute("metrics-a", 2), Global)));
     for _ in 0..5 {
         send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
     }
-    assert_eq!(counter("rate_limit_allowed_total", "metrics-a"), 2);
-    assert_eq!(counter("rate_limit_limited_total", "metrics-a"), 3);
+    assert_eq!(decisions("metrics-a", "allowed"), 2.0);
+    assert_eq!(decisions("metrics-a", "limited"), 3.0);
+    // 1 of 2 left is more than a fifth; 0 left is not.
+    assert_eq!(
+        value("rate_limit_near_limit_total", &[("limit", "metrics-a")]),
+        1.0
+    );
+
     let (layer, _) = fresh();
     let svc = app(&layer
         .rule(Rule::new(minute("metrics-s", 1), Global))
@@ -68,10 +95,23 @@ async fn allowed_limited_and_shadowed_are_counted_per_limit() {
     for _ in 0..3 {
         send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
     }
-    assert_eq!(counter("rate_limit_shadow_limited_total", "metrics-s"), 2);
+    assert_eq!(decisions("metrics-s", "shadow_limited"), 2.0);
     assert!(
-        counter("rate_limit_store_seconds", "") >= 8,
+        value("rate_limit_store_seconds", &[("store", "memory")]) >= 8.0,
         "one latency per store call"
+    );
+
+    // The share is the layer's: half of 4 left or less, after the 2nd, 3rd and 4th.
+    let (layer, _) = fresh();
+    let svc = app(&layer
+        .rule(Rule::new(minute("metrics-n", 4), Global))
+        .near_limit(0.5));
+    for _ in 0..4 {
+        send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
+    }
+    assert_eq!(
+        value("rate_limit_near_limit_total", &[("limit", "metrics-n")]),
+        3.0
     );
 }
 
@@ -86,11 +126,165 @@ async fn store_errors_and_fallbacks_are_counted() {
     for _ in 0..3 {
         send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
     }
-    assert_eq!(counter("rate_limit_store_error_total", "metrics-f"), 3);
-    assert_eq!(counter("rate_limit_fallback_total", "metrics-f"), 3);
+    let errors: f64 = tally()
+        .iter()
+        .filter(|((name, labels), _)| {
+            name == "rate_limit_store_errors_total" && labels.contains("domain=store")
+        })
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(errors, 3.0, "{:?}", tally().keys().collect::<Vec<_>>());
     assert_eq!(
-        counter("rate_limit_allowed_total", "metrics-f"),
-        3,
-        "counted in memory"
+        value(
+            "rate_limit_fallbacks_total",
+            &[("limit", "metrics-f"), ("policy", "memory")]
+        ),
+        3.0
     );
+    assert_eq!(decisions("metrics-f", "allowed"), 3.0, "counted in memory");
+}
+
+#[tokio::test]
+async fn access_lists_and_bans_have_outcomes_of_their_own() {
+    snapshotter();
+    let before = (
+        decisions("access-list", "allowed_by_list"),
+        decisions("access-list", "denied_by_list"),
+    );
+    let access = Access::new(ClientIp::new())
+        .allow(List::parse(&["10.0.0.1"]).unwrap())
+        .deny(List::parse(&["10.0.0.66"]).unwrap());
+    let (layer, _) = fresh();
+    let svc = app(&layer
+        .rule(Rule::new(minute("metrics-l", 100), Global))
+        .access(access));
+    send(svc.clone(), from("10.0.0.1:5").body(empty()).unwrap()).await;
+    send(svc.clone(), from("10.0.0.66:5").body(empty()).unwrap()).await;
+    send(svc.clone(), from("10.0.0.66:5").body(empty()).unwrap()).await;
+    // Other tests' layers have no lists: these moved by this test's requests only.
+    assert_eq!(decisions("access-list", "allowed_by_list") - before.0, 1.0);
+    assert_eq!(decisions("access-list", "denied_by_list") - before.1, 2.0);
+    assert_eq!(
+        decisions("metrics-l", "allowed"),
+        0.0,
+        "a listed request skips the limits"
+    );
+
+    // Two refusals of the failures limit ban the key; the ban's refusals are `banned`.
+    let ban = Limit::ban(
+        "metrics-ban",
+        2,
+        Duration::from_secs(60),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let key = || HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
+    let (layer, _) = fresh();
+    let svc = app(&layer
+        .rule(Rule::new(ban, key()).ban_answer(BanAnswer::Forbidden))
+        .rule(Rule::new(minute("metrics-b", 1), key())));
+    for _ in 0..5 {
+        let req = from("1.2.3.4:5")
+            .header("x-api-key", "k-1")
+            .body(empty())
+            .unwrap();
+        send(svc.clone(), req).await;
+    }
+    assert_eq!(decisions("metrics-b", "allowed"), 1.0);
+    let (limited, banned) = (
+        decisions("metrics-b", "limited"),
+        decisions("metrics-ban", "banned"),
+    );
+    assert_eq!(limited + banned, 4.0);
+    assert!(
+        limited >= 2.0 && banned >= 1.0,
+        "{limited} limited, {banned} banned"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn held_requests_and_in_flight_slots_are_gauged_while_they_last() {
+    snapshotter();
+    let delayed = Limit::sliding_log("metrics-h", 100, Duration::from_secs(60))
+        .unwrap()
+        .delayed(
+            Delay::doubling(1, Duration::from_secs(1), Duration::from_secs(8))
+                .unwrap()
+                .max_held(3)
+                .unwrap(),
+        )
+        .unwrap();
+    let (layer, _) = fresh();
+    let svc = app(&layer.rule(Rule::new(delayed, Global)));
+    send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
+    let held = tokio::spawn(send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(value("rate_limit_held", &[("limit", "metrics-h")]), 1.0);
+    assert_eq!(held.await.unwrap().status, 200);
+    assert_eq!(value("rate_limit_held", &[("limit", "metrics-h")]), 0.0);
+    assert_eq!(decisions("metrics-h", "held"), 1.0);
+    assert_eq!(decisions("metrics-h", "allowed"), 1.0);
+
+    let exports = InFlight::new("metrics-i", 1, Duration::from_secs(30)).unwrap();
+    let (layer, _) = fresh();
+    let svc = app(&layer.in_flight(InFlightRule::new(exports, Global)));
+    // Its body unread: the slot is held until the body ends or drops.
+    let first = svc
+        .clone()
+        .oneshot(from("1.2.3.4:5").body(empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        value("rate_limit_in_flight", &[("limit", "metrics-i")]),
+        1.0
+    );
+    let refused = send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
+    assert_eq!(refused.status, 429);
+    drop(first);
+    assert_eq!(
+        value("rate_limit_in_flight", &[("limit", "metrics-i")]),
+        0.0
+    );
+    assert_eq!(decisions("metrics-i", "allowed"), 1.0);
+    assert_eq!(decisions("metrics-i", "limited"), 1.0);
+}
+
+/// 10 000 principals, each allowed then refused: the layer's series are the same few,
+/// and no label holds anything a client sent.
+#[tokio::test]
+async fn ten_thousand_principals_make_no_new_series() {
+    snapshotter();
+    let (layer, _) = fresh();
+    let svc = app(&layer.rule(Rule::new(minute("metrics-card", 1), ClientIp::new())));
+    for i in 0..10_000u32 {
+        let peer = format!("10.{}.{}.{}:5", i >> 16, (i >> 8) & 255, i & 255);
+        send(svc.clone(), from(&peer).body(empty()).unwrap()).await;
+        send(svc.clone(), from(&peer).body(empty()).unwrap()).await;
+    }
+    let t = tally();
+    let mine: BTreeSet<&Series> = t
+        .keys()
+        .filter(|(_, labels)| labels.contains("limit=metrics-card"))
+        .collect();
+    assert_eq!(mine.len(), 3, "allowed, limited, near-limit: {mine:?}");
+    assert!(
+        t.keys().all(|(_, labels)| !labels.contains("10.")),
+        "a client address reached a label"
+    );
+    drop(t);
+    assert_eq!(decisions("metrics-card", "allowed"), 10_000.0);
+    assert_eq!(decisions("metrics-card", "limited"), 10_000.0);
+}
+
+/// The README shows the same table as the crate's docs.
+#[test]
+fn the_readme_shows_the_metrics_table() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_to_string(dir.join("METRICS.md")).unwrap();
+    let readme = std::fs::read_to_string(dir.join("../README.md")).unwrap();
+    let rows: Vec<&str> = docs.lines().filter(|l| l.starts_with('|')).collect();
+    assert!(rows.len() > 5);
+    for row in rows {
+        assert!(readme.contains(row), "the README lacks: {row}");
+    }
 }

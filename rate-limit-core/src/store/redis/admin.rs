@@ -54,6 +54,7 @@ impl RedisStore {
                     if p != "noeviction" {
                         tracing::warn!(
                             name: "rate_limit.redis_eviction",
+                            target: "rate_limit.redis_eviction",
                             policy = %p,
                             "Redis may evict rate-limit keys under memory pressure; limits then over-admit. Use maxmemory-policy noeviction"
                         );
@@ -64,6 +65,7 @@ impl RedisStore {
             Err(e) => {
                 tracing::warn!(
                     name: "rate_limit.redis_eviction",
+                    target: "rate_limit.redis_eviction",
                     error = classify(&e).as_str(),
                     "could not read Redis's maxmemory-policy; make sure it is noeviction"
                 );

@@ -143,6 +143,7 @@ impl RedisStore {
         if let Err(e) = self.try_refund(keys, at, checks).await {
             tracing::warn!(
                 name: "rate_limit.refund_failed",
+                target: "rate_limit.refund_failed",
                 error = e.kind().as_str(),
                 "could not refund a chain's earlier slot group; its charge stays until the window passes"
             );
