@@ -227,9 +227,11 @@ impl Answering {
             Answer::Store(d) | Answer::Memory { decision: d, .. } => {
                 if d.is_allowed() {
                     meters.admitted(&d);
+                    crate::trace::admitted(names, &d);
                     return Verdict::Proceed(RateLimitInfo::from_chain(names, &d));
                 }
                 let (refused, ban) = d.denied_by().map_or((0, false), |(i, x)| (i, x.is_ban()));
+                crate::trace::refused(names, &d, self.shadow);
                 let Some(info) = RateLimitInfo::from_chain(names, &d) else {
                     return Verdict::Proceed(None);
                 };
@@ -270,8 +272,12 @@ impl Answering {
                 }
                 Verdict::Respond(resp)
             }
-            Answer::Open(_) => Verdict::Proceed(None),
+            Answer::Open(_) => {
+                crate::trace::failed(true);
+                Verdict::Proceed(None)
+            }
             Answer::Closed { retry_after, .. } => {
+                crate::trace::failed(false);
                 Verdict::Respond(response::unavailable(headers::ceil_secs(retry_after)))
             }
             // `Answer` is non-exhaustive; a kind this version does not know fails closed.

@@ -67,6 +67,7 @@ mod response;
 mod rule;
 mod service;
 mod shared;
+mod trace;
 
 pub use answer::{Answering, Verdict, accepts_html};
 pub use body::{LimitBody, ResponseBody};

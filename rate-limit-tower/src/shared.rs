@@ -104,6 +104,9 @@ impl Shared {
             && self.rules.get(i).map(|r| r.ban) == Some(BanAnswer::Forbidden)
         {
             self.meters.refused(i, true, false);
+            if let Some(d) = answer.decision() {
+                crate::trace::refused(&self.names, d, false);
+            }
             return Next::Respond(response::banned());
         }
         if let Some(record) = self.admitted(&answer) {
@@ -129,6 +132,7 @@ impl Shared {
             return None;
         }
         self.meters.admitted(d);
+        crate::trace::admitted(&self.names, d);
         Some(Record::admitted(&self.names, d))
     }
 

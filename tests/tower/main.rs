@@ -7,6 +7,7 @@
 
 mod client_ip;
 mod forwarded;
+mod trace;
 
 use std::time::Duration;
 
