@@ -15,6 +15,7 @@
 //! `HTTP_BENCH_RATE=<req/s>` paces the connections (open loop, in millisecond bursts: the
 //! timer's resolution) instead of sending as fast as answers come; with a Redis peer the
 //! run ends with the median round trip of a `PING`.
+//! `HTTP_BENCH_METRICS=1` installs a Prometheus recorder for the whole run.
 //! `HTTP_BENCH_PEERS=ours,ours-redis` runs only those servers; `HTTP_BENCH_KEYS=1` puts every
 //! allowed request on one key (a hot key: a global budget, one big tenant). `ours-redis-lease`
 //! is `ours-redis` with the limit leased (bench-server's `BENCH_LEASE=1`: slices of up to
@@ -263,6 +264,14 @@ struct BenchRow {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
+    // `HTTP_BENCH_METRICS=1`: a Prometheus recorder for the whole run, as a service
+    // exporting its metrics has (process-wide: compare ours with tower_governor within
+    // a run, one run with it and one without).
+    let _metrics = (std::env::var("HTTP_BENCH_METRICS").as_deref() == Ok("1")).then(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the only recorder")
+    });
     // A redis-server of the bench's own on a free port (never the machine's 6379).
     let redis = Redis::try_start();
     if redis.is_none() {

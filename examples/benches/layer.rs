@@ -10,6 +10,7 @@
 //!
 //! ```text
 //! LAYER_RUN=ours-allowed:200000 valgrind --tool=callgrind target/release/deps/layer-*
+//! (`LAYER_METRICS=1`: with a Prometheus recorder installed)
 //! ```
 //!
 //! and subtract the same run with `bare-allowed`: the difference ÷ 200 000 is the layer's
@@ -76,6 +77,13 @@ fn run_one(spec: &str) {
         .expect("bare, noop-layer, ours, governor, ours-redis or ours-redis-lease");
     let refused = traffic == "refused";
     let rt = runtime();
+    // `LAYER_METRICS=1`: a Prometheus recorder installed, as a service exporting its
+    // metrics has (the layer's feature `metrics` is on in the examples either way).
+    let _metrics = (std::env::var("LAYER_METRICS").as_deref() == Ok("1")).then(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the only recorder")
+    });
     // The Redis peers count in a redis-server of the bench's own (one request at a time:
     // the client side of one uncoalesced check per request).
     let redis = peer

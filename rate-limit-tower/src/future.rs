@@ -91,14 +91,17 @@ impl CheckFuture {
 }
 
 async fn check(shared: &Shared, chain: &Chain, ask: Option<Ask>) -> Answer {
+    // A remote store's call is timed; a check in process memory is not.
     #[cfg(feature = "metrics")]
-    let started = tokio::time::Instant::now();
+    let started = shared.meters.remote.then(tokio::time::Instant::now);
     let answer = match ask {
         Some(ask) => shared.limiter.ask(chain, shared.policy, ask).await,
         None => shared.limiter.check(chain, shared.policy).await,
     };
     #[cfg(feature = "metrics")]
-    shared.meters.layer.latency(started.elapsed());
+    if let Some(started) = started {
+        shared.meters.layer.latency(started.elapsed());
+    }
     shared.note_failure(&answer, chain);
     answer
 }

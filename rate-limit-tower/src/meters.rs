@@ -224,6 +224,9 @@ pub(crate) struct Meters {
     pub(crate) layer: LayerMeter,
     /// The share of a quota left at or under which an admission is near its limit.
     pub(crate) near: f64,
+    /// Whether the store is remote (its calls are timed).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) remote: bool,
 }
 
 impl Meters {
@@ -234,6 +237,7 @@ impl Meters {
             in_flight: Box::new([]),
             layer: LayerMeter::new("memory"),
             near: DEFAULT_NEAR_LIMIT,
+            remote: false,
         }
     }
 
@@ -257,6 +261,7 @@ impl Meters {
             in_flight: in_flight.iter().map(LimitMeter::new).collect(),
             layer: LayerMeter::new(kind),
             near,
+            remote: kind != "memory",
         }
     }
 

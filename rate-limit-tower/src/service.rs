@@ -114,13 +114,10 @@ where
             return self.checked(check, req, ctx);
         }
         // A store that answers from memory (the memory store; the Redis deny cache) is
-        // answered here, with no future to box and no service to clone.
-        #[cfg(feature = "metrics")]
-        let started = tokio::time::Instant::now();
+        // answered here, with no future to box and no service to clone (and no store call
+        // to time).
         let answer = shared.limiter.try_check_or_ask(&chain, shared.policy);
         if let Ok(answer) = answer {
-            #[cfg(feature = "metrics")]
-            shared.meters.layer.latency(started.elapsed());
             shared.note_failure(&answer, &chain);
             if answer.decision().is_some_and(|d| !d.delay().is_zero()) {
                 // Over a delayed limit's threshold: held first, in the response future.

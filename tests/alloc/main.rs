@@ -30,8 +30,8 @@ const REQUESTS: usize = 1_000;
 /// are any `Router::layer`'s (a no-op layer costs them too: axum clones the layered route
 /// per request). The `metrics` feature is on (this crate turns it on, as the workspace's
 /// `--all-features` run does) with a real recorder installed (Prometheus): each series'
-/// handle is kept, so counting adds nothing but the histogram's storage, a block every
-/// ~64 samples until a scrape drains it. The decision's record rides inline in the
+/// handle is kept, so counting adds nothing (a memory store's check is not timed, so no
+/// histogram sample either). The decision's record rides inline in the
 /// response future (one limit admitted: four numbers, no box). The fraction is also the
 /// header values' arena: one 4 KiB buffer every ~100 values. The trio's one more is the
 /// header map growing past six headers.
