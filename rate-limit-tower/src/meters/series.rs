@@ -1,11 +1,13 @@
-//! One series: its key, built once, and the recorder's handle for it, asked for once per
-//! recorder. Asking a recorder for a handle can allocate (the Prometheus recorder does,
-//! every time), so a request uses the handle it kept: one shared lock read and a pointer
-//! compare. The recorder installed later than the layer (or changed) is noticed by its
-//! address, and asked again.
+//! One series: its key, built once, and the recorder's handle for it, asked for once.
+//! Asking a recorder for a handle can allocate (the Prometheus recorder does, every
+//! time), so a request uses the handle kept: two plain loads and a compare, no write to
+//! memory other requests share but the count itself. The handle is kept for the recorder
+//! installed at the series' first use; a recorder installed after that (install it
+//! before the layer serves, as `metrics` advises) still gets every count, its handle
+//! asked for each time.
 
 use std::fmt;
-use std::sync::RwLock;
+use std::sync::OnceLock;
 
 use metrics::{Counter, Gauge, Histogram, Key, Level, Metadata, Recorder};
 
@@ -13,7 +15,7 @@ static META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, Some
 
 pub(crate) struct Series<H> {
     key: Key,
-    handle: RwLock<Option<(usize, H)>>,
+    kept: OnceLock<(usize, H)>,
 }
 
 impl<H> fmt::Debug for Series<H> {
@@ -31,15 +33,14 @@ impl<H> Series<H> {
     pub(crate) fn new(key: Key) -> Self {
         Self {
             key,
-            handle: RwLock::new(None),
+            kept: OnceLock::new(),
         }
     }
 
     /// `f` on this series' handle in the installed recorder.
     fn with(&self, register: impl FnOnce(&dyn Recorder, &Key) -> H, f: impl FnOnce(&H)) {
         let id = recorder();
-        if let Ok(kept) = self.handle.read()
-            && let Some((at, h)) = &*kept
+        if let Some((at, h)) = self.kept.get()
             && *at == id
         {
             f(h);
@@ -47,9 +48,8 @@ impl<H> Series<H> {
         }
         let h = metrics::with_recorder(|r| register(r, &self.key));
         f(&h);
-        if let Ok(mut kept) = self.handle.write() {
-            *kept = Some((id, h));
-        }
+        // The first recorder's handle is kept; another's is asked for each time.
+        let _ = self.kept.set((id, h));
     }
 }
 
