@@ -9,7 +9,7 @@ use http::{HeaderMap, HeaderValue, Response};
 use rate_limit_core::{Answer, Chain, ConfigError, ConfigErrorKind};
 
 use crate::headers::{self, HeaderStyle, RateLimitInfo};
-use crate::meters::Meters;
+use crate::meters::{ByNames, Meters};
 use crate::response::{self, JsonResponder, Responder};
 
 /// What to do with a request once the limiter answered.
@@ -52,6 +52,8 @@ pub struct Answering {
     pub(crate) jitter: u64,
     /// The last `RateLimit-Policy` value written, for admitted and refused answers alike.
     pub(crate) policy: headers::PolicyCache,
+    /// The series of the chains [`verdict_for`](Self::verdict_for) answers.
+    pub(crate) meters: Arc<ByNames>,
 }
 
 impl fmt::Debug for Answering {
@@ -74,6 +76,7 @@ impl Default for Answering {
             redirect_path: None,
             jitter: 0,
             policy: headers::PolicyCache::default(),
+            meters: Arc::default(),
         }
     }
 }
@@ -177,8 +180,8 @@ impl Answering {
             .map(|c| Arc::from(c.key().limit().name()))
             .collect();
         let seed = self.jitter_seed(&answer, chain);
-        // Counted like a layer's decisions (built here: a handler's chain is its own).
-        let meters = Meters::for_names(&names);
+        // Counted like a layer's decisions, in series kept per chain of limits.
+        let meters = self.meters.get(&names);
         self.verdict(answer, &names, &meters, wants_html, seed)
     }
 

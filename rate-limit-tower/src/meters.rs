@@ -7,6 +7,7 @@
 //! kinds and failure domains (a Cluster's nodes) — never a principal, a key or anything a
 //! client sent.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 #[cfg(feature = "metrics")]
 use std::time::Duration;
@@ -202,6 +203,31 @@ mod on {
 
 pub(crate) use on::{LayerMeter, LimitMeter};
 
+/// The series of chains whose verdicts are made outside a layer (a handler's own chains,
+/// [`Answering::verdict_for`](crate::Answering::verdict_for)), by their limits' names:
+/// built at a chain's first verdict and kept, so a later one builds no key. The names
+/// are the operator's limits, in the orders the handlers chain them: a bounded set.
+#[derive(Debug, Default)]
+pub(crate) struct ByNames(std::sync::Mutex<HashMap<Names, Arc<Meters>>>);
+
+/// A chain's limit names, in order.
+type Names = Box<[Arc<str>]>;
+
+impl ByNames {
+    pub(crate) fn get(&self, names: &[Arc<str>]) -> Arc<Meters> {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(m) = map.get(names) {
+            return Arc::clone(m);
+        }
+        let m = Arc::new(Meters::for_names(names));
+        map.insert(names.into(), Arc::clone(&m));
+        m
+    }
+}
+
 /// A request held now (see [`Meters::holding`]).
 pub(crate) struct HeldNow<'a> {
     meter: Option<&'a LimitMeter>,
@@ -241,8 +267,9 @@ impl Meters {
         }
     }
 
-    /// The series of a chain's limits, for a verdict made outside a layer.
-    pub(crate) fn for_names(rules: &[Arc<str>]) -> Self {
+    /// The series of a chain's limits, for a verdict made outside a layer (kept by
+    /// [`ByNames`]).
+    fn for_names(rules: &[Arc<str>]) -> Self {
         Self {
             rules: rules.iter().map(LimitMeter::new).collect(),
             ..Self::empty()

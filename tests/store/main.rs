@@ -12,6 +12,7 @@ mod dragonfly;
 mod exactness;
 mod faults;
 mod lease;
+mod metrics;
 mod monitor;
 mod node_down;
 mod redis_only;

@@ -65,6 +65,14 @@ fn value(name: &str, labels: &[(&str, &str)]) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// `n` requests from one address through `layer` around a handler.
+async fn requests(layer: &RateLimitLayer, n: usize) {
+    let svc = app(layer);
+    for _ in 0..n {
+        send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
+    }
+}
+
 fn decisions(limit: &str, outcome: &str) -> f64 {
     value(
         "rate_limit_decisions_total",
@@ -76,25 +84,23 @@ fn decisions(limit: &str, outcome: &str) -> f64 {
 async fn decisions_and_near_limit_are_counted_per_limit() {
     snapshotter();
     let (layer, _) = fresh();
-    let svc = app(&layer.rule(Rule::new(minute("metrics-a", 2), Global)));
-    for _ in 0..5 {
-        send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
-    }
+    requests(&layer.rule(Rule::new(minute("metrics-a", 2), Global)), 5).await;
     assert_eq!(decisions("metrics-a", "allowed"), 2.0);
     assert_eq!(decisions("metrics-a", "limited"), 3.0);
-    // 1 of 2 left is more than a fifth; 0 left is not.
+    // 1 of 2 left is more than a fifth; 0 left is within it.
     assert_eq!(
         value("rate_limit_near_limit_total", &[("limit", "metrics-a")]),
         1.0
     );
 
     let (layer, _) = fresh();
-    let svc = app(&layer
-        .rule(Rule::new(minute("metrics-s", 1), Global))
-        .answering(Answering::new().shadow(true)));
-    for _ in 0..3 {
-        send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
-    }
+    requests(
+        &layer
+            .rule(Rule::new(minute("metrics-s", 1), Global))
+            .answering(Answering::new().shadow(true)),
+        3,
+    )
+    .await;
     assert_eq!(decisions("metrics-s", "shadow_limited"), 2.0);
     // Answered in process memory: no store call to time.
     assert_eq!(
@@ -104,12 +110,13 @@ async fn decisions_and_near_limit_are_counted_per_limit() {
 
     // The share is the layer's: half of 4 left or less, after the 2nd, 3rd and 4th.
     let (layer, _) = fresh();
-    let svc = app(&layer
-        .rule(Rule::new(minute("metrics-n", 4), Global))
-        .near_limit(0.5));
-    for _ in 0..4 {
-        send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
-    }
+    requests(
+        &layer
+            .rule(Rule::new(minute("metrics-n", 4), Global))
+            .near_limit(0.5),
+        4,
+    )
+    .await;
     assert_eq!(
         value("rate_limit_near_limit_total", &[("limit", "metrics-n")]),
         3.0
@@ -122,11 +129,12 @@ async fn store_errors_and_fallbacks_are_counted() {
     let store = FaultyStore::new();
     store.set(Mode::Fails(StoreErrorKind::Indeterminate));
     let layer = RateLimitLayer::new(Limiter::new(AnyStore::Boxed(BoxStore::new(store))));
-    let svc = app(&layer
-        .rule(Rule::new(minute("metrics-f", 5), Global).on_store_error(FailurePolicy::Memory)));
-    for _ in 0..3 {
-        send(svc.clone(), from("1.2.3.4:5").body(empty()).unwrap()).await;
-    }
+    requests(
+        &layer
+            .rule(Rule::new(minute("metrics-f", 5), Global).on_store_error(FailurePolicy::Memory)),
+        3,
+    )
+    .await;
     let errors: f64 = tally()
         .iter()
         .filter(|((name, labels), _)| {
