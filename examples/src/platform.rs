@@ -27,6 +27,7 @@ use rate_limit_core::{
     AnyStore, Chain, ConfigError, Delay, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
 use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
+use rate_limit_tower::metrics::BansActive;
 use rate_limit_tower::{RateLimitLayer, Rule};
 
 #[derive(Clone)]
@@ -141,12 +142,19 @@ pub fn app_with_login_delay(store: AnyStore, first: Duration) -> Result<Router, 
                 ))
             }),
         ));
+    let login_ban = Limit::ban("login-ip-ban", 20, quarter, Duration::from_secs(3_600))?;
+    // With `/metrics` on, `rate_limit_bans_active{limit="login-ip-ban"}` read from the
+    // store every 30 s.
+    if std::env::var("PLATFORM_METRICS").as_deref() == Ok("1") {
+        let gauge = BansActive::new(limiter.store(), [login_ban.clone()]);
+        tokio::spawn(gauge.run(Duration::from_secs(30)));
+    }
     let state = PlatformState {
         limiter: HandlerLimiter::new(limiter),
         ip,
         // An IP that keeps trying after its 30 attempts: banned for an hour, on every
         // instance (the refusals are counted in the store).
-        login_ban: Limit::ban("login-ip-ban", 20, quarter, Duration::from_secs(3_600))?,
+        login_ban,
         login_ip: Limit::sliding_log("login-ip", 30, quarter)?,
         // Slowed, never locked: the quota is beyond what the holds let through.
         login_account: Limit::sliding_log("login-account", 1_000, quarter)?

@@ -55,6 +55,8 @@ pub(crate) const DEFAULT_NEAR_LIMIT: f64 = 0.2;
 pub(crate) const ACCESS_LIST: &str = "access-list";
 
 #[cfg(feature = "metrics")]
+pub(crate) mod bans;
+#[cfg(feature = "metrics")]
 mod series;
 
 #[cfg(feature = "metrics")]

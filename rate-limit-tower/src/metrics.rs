@@ -4,3 +4,6 @@
 /// limit, unless [`RateLimitLayer::near_limit`](crate::RateLimitLayer::near_limit) says
 /// otherwise.
 pub const DEFAULT_NEAR_LIMIT: f64 = crate::meters::DEFAULT_NEAR_LIMIT;
+
+#[cfg(feature = "metrics")]
+pub use crate::meters::bans::BansActive;

@@ -1,23 +1,31 @@
 //! Bans through the layer, over TCP: refusals of a client's own limits ban it, in the
 //! store (every instance's refusals add up), in the same store call as the check; a banned
 //! client is answered at once (429 with the ban's remaining time, or 403) and nothing is
-//! counted; an admin lists bans (an API key hashed) and lifts them; a ban ends by itself.
+//! counted; an admin lists bans (an API key hashed) and lifts them; a ban ends by itself;
+//! `rate_limit_bans_active` follows the bans in the store.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
+use metrics_exporter_prometheus::PrometheusHandle;
 use rate_limit_core::{AnyStore, Limit, MemoryStore, PrincipalKind, Store};
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
 use rate_limit_tests::{Server, client, retry_after};
 use rate_limit_tower::extract::HeaderKey;
+use rate_limit_tower::metrics::BansActive;
 use rate_limit_tower::{BanAnswer, CountWhen, RateLimitLayer, Rule};
 
 const KEY: &str = "sk_live_s3cret-value";
 
 fn limits(ban_for: Duration) -> (Limit, Limit) {
-    let ban = Limit::ban("sign-in-ban", 3, Duration::from_secs(60), ban_for).unwrap();
+    limits_named("sign-in-ban", ban_for)
+}
+
+fn limits_named(ban_name: &str, ban_for: Duration) -> (Limit, Limit) {
+    let ban = Limit::ban(ban_name, 3, Duration::from_secs(60), ban_for).unwrap();
     // Two failed sign-ins per key per minute; successes are free.
     let failures = Limit::sliding_log("sign-in-failures", 2, Duration::from_secs(60)).unwrap();
     (ban, failures)
@@ -62,10 +70,36 @@ async fn statuses(server: &Server, password: &str, n: usize) -> Vec<u16> {
     out
 }
 
-/// Two instances on one store: their refusals add up to one ban.
-async fn bans_end_to_end(a: AnyStore, b: AnyStore) {
+/// This binary's Prometheus recorder, installed at first use.
+fn prometheus() -> &'static PrometheusHandle {
+    static H: OnceLock<PrometheusHandle> = OnceLock::new();
+    H.get_or_init(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the only recorder in this binary")
+    })
+}
+
+/// `rate_limit_bans_active{limit="…"}` after one sample, as Prometheus scrapes it.
+async fn bans_active(gauge: &BansActive, ban: &Limit) -> f64 {
+    let recorder = prometheus();
+    gauge.sample().await.unwrap();
+    let series = format!("rate_limit_bans_active{{limit=\"{}\"}} ", ban.name());
+    let text = recorder.render();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .unwrap_or_else(|| panic!("no {series} in {text}"))
+        .parse()
+        .unwrap()
+}
+
+/// Two instances on one store: their refusals add up to one ban; the ban gauge, read from
+/// the store, follows it.
+async fn bans_end_to_end(a: AnyStore, b: AnyStore, ban_name: &str) {
     let ban_for = Duration::from_secs(2);
-    let (ban, failures) = limits(ban_for);
+    let (ban, failures) = limits_named(ban_name, ban_for);
+    let gauge = BansActive::new(&a, [ban.clone(), failures.clone()]);
+    assert_eq!(bans_active(&gauge, &ban).await, 0.0);
     let (one, two) = (
         server(a.clone(), &ban, &failures, BanAnswer::TooManyRequests).await,
         server(b, &ban, &failures, BanAnswer::TooManyRequests).await,
@@ -115,8 +149,11 @@ async fn bans_end_to_end(a: AnyStore, b: AnyStore) {
         "{shown}"
     );
     assert!(format!("{listed:?}").find("s3cret").is_none());
+    assert_eq!(bans_active(&gauge, &ban).await, 1.0);
+    assert!(!prometheus().render().contains("s3cret"));
     // Lifted: the next attempt reaches the failure limit again (still full: 429).
     a.reset(listed[0].key()).await.unwrap();
+    assert_eq!(bans_active(&gauge, &ban).await, 0.0);
     let after = sign_in(&one, "wrong").await;
     assert_eq!(after.status(), 429);
     assert_eq!(after.headers()["retry-after"], "60");
@@ -129,8 +166,10 @@ async fn bans_end_to_end(a: AnyStore, b: AnyStore) {
     assert_eq!(statuses(&one, "wrong", 1).await, [429]);
     let banned = sign_in(&one, "wrong").await;
     assert_eq!(banned.headers()["retry-after"], "2");
+    assert_eq!(bans_active(&gauge, &ban).await, 1.0, "banned again");
     tokio::time::sleep(ban_for + Duration::from_millis(100)).await;
     assert!(a.bans(&ban).await.unwrap().is_empty());
+    assert_eq!(bans_active(&gauge, &ban).await, 0.0, "the ban ended");
     let after = sign_in(&two, "wrong").await;
     let wait: u64 = retry_after(&after);
     assert!(wait > 50, "the limit refuses, not the ban: {wait}");
@@ -139,19 +178,19 @@ async fn bans_end_to_end(a: AnyStore, b: AnyStore) {
 #[tokio::test]
 async fn bans_memory() {
     let store = AnyStore::Memory(MemoryStore::new());
-    bans_end_to_end(store.clone(), store).await;
+    bans_end_to_end(store.clone(), store, "sign-in-ban-memory").await;
 }
 
 #[tokio::test]
 async fn bans_standalone_redis() {
     let redis = RedisServer::start();
-    bans_end_to_end(redis.store(), redis.store()).await;
+    bans_end_to_end(redis.store(), redis.store(), "sign-in-ban-redis").await;
 }
 
 #[tokio::test]
 async fn bans_redis_cluster() {
     let cluster = RedisCluster::start();
-    bans_end_to_end(cluster.store(), cluster.store()).await;
+    bans_end_to_end(cluster.store(), cluster.store(), "sign-in-ban-cluster").await;
 }
 
 /// A ban check rides in the chain's one script call: an admitted request costs one script

@@ -63,6 +63,10 @@ impl Series<Gauge> {
     pub(crate) fn add(&self, by: f64) {
         self.with(|r, k| r.register_gauge(k, &META), |g| g.increment(by));
     }
+
+    pub(crate) fn set(&self, value: f64) {
+        self.with(|r, k| r.register_gauge(k, &META), |g| g.set(value));
+    }
 }
 
 impl Series<Histogram> {
