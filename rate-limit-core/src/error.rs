@@ -57,6 +57,9 @@ pub enum ConfigErrorKind {
     InFlightInvalid,
     /// An allow or deny list entry that is neither a CIDR nor an IP address.
     AccessEntryInvalid,
+    /// An admin API built without a token, with a token under 16 bytes or a name twice,
+    /// without a store, or mounted at a path that is not `/` and letters.
+    AdminInvalid,
 }
 
 impl ConfigErrorKind {
@@ -86,6 +89,7 @@ impl ConfigErrorKind {
             Self::DelayInvalid => "limit.delay_invalid",
             Self::InFlightInvalid => "limit.in_flight_invalid",
             Self::AccessEntryInvalid => "access.entry_invalid",
+            Self::AdminInvalid => "admin.invalid",
         }
     }
 }

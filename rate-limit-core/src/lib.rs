@@ -49,6 +49,7 @@ pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod testing;
+pub mod top;
 
 /// Pacing calls to someone else's limits: a local AIMD pacer ([`Adaptive`](pace::Adaptive))
 /// and one shared by every worker through a store ([`SharedPacer`](pace::SharedPacer)).

@@ -411,10 +411,11 @@ impl Principal {
         (self.text.len, self.text.padded())
     }
 
-    /// The principal whose rendering is `text` (as a store wrote it in a key name), or
-    /// `None` if `text` is not one.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn from_rendered(text: &str) -> Option<Self> {
+    /// The principal whose rendering ([`as_str`](Self::as_str)) is `text` — as a store
+    /// wrote it in a key name, or an admin copied it from a list of bans or heavy
+    /// hitters — or `None` if `text` is not one. A secret kind's rendering is its hash:
+    /// the principal it names is that hash, never re-hashed.
+    pub fn from_rendered(text: &str) -> Option<Self> {
         let (tag, value) = text.split_once(':')?;
         let kind = match tag {
             "p" => PrincipalKind::Participant,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// Core's modules, lowest first. A module may import only those listed before it.
 const LAYERS: &[(&str, &[&str])] = &[
     ("base", &["error", "name", "clock", "net", "digest"]),
-    ("vocabulary", &["principal", "limit", "key", "chain"]),
+    ("vocabulary", &["principal", "top", "limit", "key", "chain"]),
     ("protocol", &["protocol"]),
     ("algorithms", &["algorithm"]),
     ("stores", &["store"]),

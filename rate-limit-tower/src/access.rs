@@ -18,6 +18,8 @@ use crate::extract::{ClientIp, KeyExtractor, Rejection};
 pub struct List {
     v4: Vec<(u32, u32)>,
     v6: Vec<(u128, u128)>,
+    /// The address entries as given, for an admin reading the list back.
+    given: Vec<Box<str>>,
     principals: HashSet<String>,
 }
 
@@ -43,6 +45,7 @@ impl List {
         Ok(Self {
             v4: merge(v4),
             v6: merge(v6),
+            given: entries.iter().map(|e| e.as_ref().trim().into()).collect(),
             principals: HashSet::new(),
         })
     }
@@ -76,6 +79,18 @@ impl List {
                 None => within(&self.v6, u128::from(a)),
             },
         }
+    }
+
+    /// The address entries, as given to [`parse`](Self::parse).
+    pub fn addresses(&self) -> impl Iterator<Item = &str> {
+        self.given.iter().map(|e| &**e)
+    }
+
+    /// The principals' renderings ([`Principal::as_str`]: a secret kind's hash), sorted.
+    pub fn principals(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.principals.iter().map(String::as_str).collect();
+        out.sort_unstable();
+        out
     }
 
     /// Whether `principal` is on the list.
@@ -232,6 +247,12 @@ impl Access {
     pub fn replace(&self, allow: List, deny: List) {
         let next = Arc::new(Lists { allow, deny });
         *self.lists.write().unwrap_or_else(PoisonError::into_inner) = next;
+    }
+
+    /// The allow and deny lists in force.
+    pub fn lists(&self) -> (List, List) {
+        let l = self.current();
+        (l.allow.clone(), l.deny.clone())
     }
 
     fn current(&self) -> Arc<Lists> {

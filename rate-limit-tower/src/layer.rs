@@ -220,6 +220,17 @@ impl RateLimitLayer {
     pub fn limiter(&self) -> &Limiter<AnyStore> {
         &self.shared.limiter
     }
+
+    /// The rules' limits, in order (clones share their live parameters: a quota changed
+    /// on one is changed for the layer).
+    pub fn limits(&self) -> Vec<rate_limit_core::Limit> {
+        self.shared.rules.iter().map(|r| r.limit.clone()).collect()
+    }
+
+    /// The access lists, if the layer has them.
+    pub fn access_lists(&self) -> Option<&crate::access::Access> {
+        self.shared.access.as_ref()
+    }
 }
 
 impl<S> Layer<S> for RateLimitLayer {

@@ -1,6 +1,11 @@
 //! axum end to end: extractors as keys, route_layer with Router::layer, the in-handler
 //! limiter. Real TCP listeners, a real HTTP client.
 
+#![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
+
+mod admin;
+mod admin_page;
+
 use std::time::Duration;
 
 use axum::extract::State;

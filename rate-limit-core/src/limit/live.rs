@@ -30,6 +30,8 @@ pub(super) struct LimitInner {
     pub(super) delay: [AtomicU64; 3],
     /// The keyed hasher of this limit's keys, the name written ([`crate::digest::key_hasher`]).
     pub(super) key_hasher: siphasher::sip128::SipHasher13,
+    /// Its heavy hitters, once a limiter that tracks them has counted it.
+    top: std::sync::OnceLock<crate::top::Top>,
 }
 
 impl LimitInner {
@@ -80,11 +82,37 @@ impl LimitInner {
             lease_us: AtomicU64::new(0),
             delay: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
             key_hasher: crate::digest::key_hasher(name),
+            top: std::sync::OnceLock::new(),
         }
     }
 }
 
 impl Limit {
+    /// The `n` principals that used this limit the most, and the `n` it refused the most,
+    /// in this process over the recent window (see [`crate::top`]); `None` until a
+    /// limiter that tracks them ([`LimiterBuilder::heavy_hitters`](crate::limiter::LimiterBuilder::heavy_hitters))
+    /// has checked it.
+    pub fn heavy_hitters(&self, n: usize) -> Option<crate::top::HeavyHitters> {
+        let now = tokio::time::Instant::now().into_std();
+        self.inner.top.get().map(|t| t.report(n, now))
+    }
+
+    /// Counts an admission of `used` units, or `refused` refusals, of `principal`, whose
+    /// key under this limit has the digest `digest`.
+    pub(crate) fn observe(
+        &self,
+        settings: crate::top::TopSettings,
+        (digest, principal): (u64, &Principal),
+        (used, refused): (u64, u64),
+        now: std::time::Instant,
+    ) {
+        let top = self
+            .inner
+            .top
+            .get_or_init(|| crate::top::Top::new(settings, now));
+        top.record(digest, principal, used, refused, now);
+    }
+
     /// How many times the parameters were changed at run time (caches key on it).
     pub fn version(&self) -> u64 {
         self.inner.seq.load(Ordering::Acquire) / 2
@@ -134,6 +162,21 @@ impl Limit {
         map.insert(principal.as_str().into(), probe.params());
         self.inner.has_overrides.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// The overrides in force: each principal's rendering and its quota, sorted.
+    pub fn overrides(&self) -> Vec<(String, u64)> {
+        let map = self
+            .inner
+            .overrides
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<(String, u64)> = map
+            .iter()
+            .map(|(p, params)| (p.to_string(), Limit::build(self.name(), *params).quota()))
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     /// Removes a principal's override.

@@ -24,6 +24,7 @@ pub struct LimiterBuilder<S> {
     pub(super) cooldown: Duration,
     pub(super) quiet: Duration,
     pub(super) fallback: Option<MemoryStore>,
+    pub(super) top: Option<crate::top::TopSettings>,
 }
 
 impl<S: Store> LimiterBuilder<S> {
@@ -73,6 +74,18 @@ impl<S: Store> LimiterBuilder<S> {
         self
     }
 
+    /// Tracks who is being limited: per limit, the principals that use it the most and
+    /// that it refuses the most, over the recent window, in this process
+    /// ([`Limit::heavy_hitters`](crate::Limit::heavy_hitters); see [`crate::top`]).
+    /// Off by default. Each limit keeps four sketches of `settings`' capacity (use and
+    /// refusals, this window and the last): about 140 bytes per counter, 70 KiB per limit
+    /// at the default 128, whatever the number of principals. A check costs one lock and
+    /// a heap update per limit of its chain.
+    pub fn heavy_hitters(mut self, settings: crate::top::TopSettings) -> Self {
+        self.top = Some(settings);
+        self
+    }
+
     /// Builds the limiter; `store.invalid` for a zero timeout.
     pub fn build(self) -> Result<Limiter<S>, ConfigError> {
         if self.timeout.is_zero() {
@@ -98,6 +111,7 @@ impl<S: Store> LimiterBuilder<S> {
                 fallback,
                 anchor: Instant::now(),
                 health: (0..Domains::COUNT).map(|_| Health::default()).collect(),
+                top: self.top,
             }),
         })
     }

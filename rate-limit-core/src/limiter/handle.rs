@@ -46,6 +46,8 @@ pub(crate) struct LimiterInner<S> {
     /// One health record per failure domain ([`Domains`]): a Redis Cluster node's failure
     /// cools down, falls back and logs for the keys it owns, not for every key.
     pub(super) health: Box<[Health]>,
+    /// Heavy hitters tracked per limit ([`LimiterBuilder::heavy_hitters`]), or not.
+    pub(super) top: Option<crate::top::TopSettings>,
 }
 
 impl<S> fmt::Debug for Limiter<S> {
@@ -125,6 +127,7 @@ impl<S: Store> Limiter<S> {
             cooldown: DEFAULT_COOLDOWN,
             quiet: DEFAULT_QUIET_PERIOD,
             fallback: None,
+            top: None,
         }
     }
 
@@ -176,6 +179,7 @@ impl<S: Store> Limiter<S> {
             Ok(decision) => Answer::Store(decision),
             Err(reason) => self.failed_answer(chain, policy, reason),
         };
+        self.observe(chain, &answer);
         with_delays(answer, chain)
     }
 
@@ -196,16 +200,45 @@ impl<S: Store> Limiter<S> {
         // An answer from memory says nothing of the store's health: no recovery is noted.
         if let Some(decision) = self.inner.store.try_check(chain) {
             let mut answer = Answer::Store(decision);
+            self.observe(chain, &answer);
             set_delays(&mut answer, chain);
             return Ok(answer);
         }
         let domains = self.inner.store.failure_domains(chain);
         match self.cooling_down(domains) {
-            Some(reason) => Ok(with_delays(
-                self.failed_answer(chain, policy, reason),
-                chain,
-            )),
+            Some(reason) => {
+                let answer = self.failed_answer(chain, policy, reason);
+                self.observe(chain, &answer);
+                Ok(with_delays(answer, chain))
+            }
             None => Err(domains),
+        }
+    }
+
+    /// Feeds the heavy hitters, when tracked: each check of an admitted chain its cost
+    /// used, the refusing check one refusal. A store that could not answer feeds nothing.
+    #[inline]
+    fn observe(&self, chain: &Chain, answer: &Answer) {
+        let (Some(settings), Some(d)) = (self.inner.top, answer.decision()) else {
+            return;
+        };
+        let now = Instant::now().into_std();
+        let checks = chain.checks();
+        match d.denied_by() {
+            None => {
+                for c in checks {
+                    let k = c.key();
+                    let who = (k.digest()[0], k.principal());
+                    k.limit().observe(settings, who, (c.cost(), 0), now);
+                }
+            }
+            Some((i, _)) => {
+                if let Some(c) = checks.get(i) {
+                    let k = c.key();
+                    k.limit()
+                        .observe(settings, (k.digest()[0], k.principal()), (0, 1), now);
+                }
+            }
         }
     }
 

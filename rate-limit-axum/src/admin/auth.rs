@@ -1,0 +1,233 @@
+//! Who may call: bearer tokens compared as SHA-256 digests in constant time, the page's
+//! sessions (a cookie for a token), CSRF tokens, the `Origin` check, and the audit log.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::Admin;
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Read: limits, peeks, bans, lists, heavy hitters.
+    ReadOnly,
+    /// Read, and change: quotas, overrides, resets, bans lifted, lists.
+    ReadWrite,
+}
+
+pub(super) struct Token {
+    pub(super) name: String,
+    digest: [u8; 32],
+    role: Role,
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Token")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+impl Token {
+    pub(super) fn new(name: String, secret: &[u8], role: Role) -> Self {
+        Self {
+            name,
+            digest: sha256(secret),
+            role,
+        }
+    }
+}
+
+/// Who called, by their token's name.
+#[derive(Debug, Clone)]
+pub(super) struct Caller {
+    pub(super) name: String,
+    pub(super) role: Role,
+}
+
+/// A JSON error with a stable code.
+pub(super) fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = serde_json::json!({ "error": message, "code": code }).to_string();
+    let mut r = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"rate-limit admin\""),
+        );
+    }
+    r
+}
+
+impl Admin {
+    /// The token whose secret is `secret`: every token compared, in constant time.
+    pub(super) fn token_for(&self, secret: &[u8]) -> Option<Caller> {
+        let digest = sha256(secret);
+        let mut found = None;
+        for t in &self.inner.tokens {
+            if bool::from(t.digest.ct_eq(&digest)) {
+                found = Some(Caller {
+                    name: t.name.clone(),
+                    role: t.role,
+                });
+            }
+        }
+        found
+    }
+
+    /// The caller a bearer token names; 401 `admin.unauthorized` otherwise.
+    pub(super) fn bearer(&self, headers: &HeaderMap) -> Result<Caller, Response> {
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|t| self.token_for(t.trim().as_bytes()))
+            .ok_or_else(|| {
+                error(
+                    StatusCode::UNAUTHORIZED,
+                    "admin.unauthorized",
+                    "A valid bearer token is required.",
+                )
+            })
+    }
+
+    /// The caller, who must be allowed to write; 401 or 403 `admin.read_only` otherwise.
+    pub(super) fn writer(&self, headers: &HeaderMap) -> Result<Caller, Response> {
+        let c = self.bearer(headers)?;
+        if c.role == Role::ReadOnly {
+            return Err(read_only());
+        }
+        Ok(c)
+    }
+}
+
+pub(super) fn read_only() -> Response {
+    error(
+        StatusCode::FORBIDDEN,
+        "admin.read_only",
+        "This token may read, not change.",
+    )
+}
+
+/// Logs a change: `rate_limit.admin_change`, with what, on what, by whom, when.
+pub(super) fn audit(caller: &Caller, action: &str, limit: &str, principal: &str, value: &str) {
+    let at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    tracing::info!(
+        name: "rate_limit.admin_change",
+        target: "rate_limit.admin_change",
+        action,
+        limit,
+        principal,
+        value,
+        token = caller.name.as_str(),
+        at_unix = at,
+        "admin change"
+    );
+}
+
+/// 32 random bytes, hex.
+fn random_hex() -> Option<String> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).ok()?;
+    Some(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// How long a session lasts.
+pub(super) const SESSION: Duration = Duration::from_secs(3_600);
+/// The most sessions kept: beyond, the oldest goes.
+const MAX_SESSIONS: usize = 1_024;
+
+#[derive(Debug, Clone)]
+pub(super) struct Session {
+    pub(super) caller: Caller,
+    pub(super) csrf: String,
+    expires: Instant,
+}
+
+/// The page's sessions, by the SHA-256 of their cookie (a stolen memory dump shows no
+/// usable cookie).
+#[derive(Debug, Default)]
+pub(super) struct Sessions(Mutex<HashMap<[u8; 32], Session>>);
+
+impl Sessions {
+    /// A new session for `caller`: its cookie value.
+    pub(super) fn open(&self, caller: Caller) -> Option<String> {
+        let (id, csrf) = (random_hex()?, random_hex()?);
+        let now = Instant::now();
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, s| s.expires > now);
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = map.iter().min_by_key(|(_, s)| s.expires).map(|(k, _)| *k)
+        {
+            map.remove(&oldest);
+        }
+        let session = Session {
+            caller,
+            csrf,
+            expires: now + SESSION,
+        };
+        map.insert(sha256(id.as_bytes()), session);
+        Some(id)
+    }
+
+    /// The live session of the cookie `id`.
+    pub(super) fn get(&self, id: &str) -> Option<Session> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(&sha256(id.as_bytes()))
+            .filter(|s| s.expires > Instant::now())
+            .cloned()
+    }
+
+    pub(super) fn close(&self, id: &str) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.remove(&sha256(id.as_bytes()));
+    }
+}
+
+/// The session cookie's name.
+pub(super) const COOKIE: &str = "rl_admin";
+
+/// The session cookie a request carries.
+pub(super) fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v)
+}
+
+/// Whether `a` equals `b`, in time that does not depend on where they differ.
+pub(super) fn same(a: &str, b: &str) -> bool {
+    bool::from(sha256(a.as_bytes()).ct_eq(&sha256(b.as_bytes())))
+}
+
+/// Whether a form post comes from this host's own page: its `Origin` must name the host
+/// the request was sent to (a missing `Origin` is refused; every browser sends it on a
+/// form POST).
+pub(super) fn same_origin(headers: &HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    match (host, origin) {
+        (Some(host), Some(origin)) => origin.split_once("://").is_some_and(|(scheme, rest)| {
+            matches!(scheme, "http" | "https") && rest.eq_ignore_ascii_case(host)
+        }),
+        _ => false,
+    }
+}

@@ -1,0 +1,253 @@
+//! An admin API and an operator's page over the same limits, store and access lists as
+//! the layers and handlers that use them (feature `admin`).
+//!
+//! ```no_run
+//! use rate_limit_axum::admin::{Admin, Role};
+//! use rate_limit_axum::{Limit, RateLimitLayer, Rule};
+//! use rate_limit_axum::tower::extract::ClientIp;
+//! use axum::{Router, routing::get};
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let layer = RateLimitLayer::in_memory()
+//!     .rule(Rule::new(Limit::fixed_window("api", 100, Duration::from_secs(60))?, ClientIp::new()));
+//! let admin = Admin::builder()
+//!     .token("ops", std::env::var("ADMIN_TOKEN")?, Role::ReadWrite)
+//!     .layer(&layer)
+//!     .build()?;
+//! let app = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(layer)
+//!     .merge(admin.router()); // `/admin` and `/admin/api/…`, outside the limits
+//! # let _ = app;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **JSON under `{mount}/api/`** (the mount is `/admin` unless [`AdminBuilder::mount`]
+//! says otherwise), every route behind `Authorization: Bearer <token>`:
+//!
+//! | method and path | does |
+//! |---|---|
+//! | `GET api/limits` | every limit: algorithm, quota, window, overrides, whether heavy hitters are tracked |
+//! | `PUT api/limits/{limit}/quota` `{"quota": n}` | changes the quota (this instance) |
+//! | `PUT api/limits/{limit}/overrides/{principal}` `{"quota": n}` | a principal's own quota (this instance) |
+//! | `DELETE api/limits/{limit}/overrides/{principal}` | removes it |
+//! | `GET api/limits/{limit}/principals/{principal}` | peeks: remaining, reset, banned (no unit spent) |
+//! | `DELETE api/limits/{limit}/principals/{principal}` | resets the principal's count (or lifts its ban) in the store |
+//! | `GET api/limits/{limit}/top?n=10` | the heavy hitters, by use and by refusals ([`rate_limit_core::top`]) |
+//! | `GET api/bans` | every ban in force, by ban limit, with the time left |
+//! | `DELETE api/bans/{limit}/{principal}` | lifts a ban |
+//! | `GET api/access` / `PUT api/access` | the allow and deny lists: `{"allow": {"addresses": […], "principals": […]}, "deny": {…}}` |
+//!
+//! A principal is written as it renders ([`Principal::as_str`](rate_limit_core::Principal::as_str)):
+//! `ip:203.0.113.7`, `p:alice`, and a secret kind by its hash (`k:~3f…`, as the bans and
+//! heavy hitters show it). Changes to quotas, overrides and lists hold in this instance
+//! (the parameters travel with each check, so the store keeps none); resets and lifted
+//! bans act in the store, for every instance. Each change is logged as the audit event
+//! `rate_limit.admin_change`: what, on what, by which token's name, when.
+//!
+//! **Secure by default**: building without a token is an error (`admin.invalid`); tokens
+//! are compared as SHA-256 digests in constant time; a token can be read-only (a write is
+//! then 403 `admin.read_only`); a request without a valid token is 401
+//! `admin.unauthorized` and reaches no store. **The page**, `GET {mount}` with
+//! `Accept: text/html`, is rendered on the server (no script, no external asset); a
+//! browser cannot send a bearer token, so a login form exchanges it for an `HttpOnly;
+//! SameSite=Strict; Secure` session cookie (an hour), and every form carries a CSRF token
+//! and must come with an `Origin` naming this host.
+
+// Handlers answer early with a response (`Result<_, Response>`): an admin's call, not a
+// request's hot path, where the size of an error is no cost worth boxing for.
+#![allow(clippy::result_large_err)]
+
+mod api;
+mod auth;
+mod page;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{delete, get, post, put};
+use rate_limit_core::{AnyStore, ConfigError, ConfigErrorKind, Limit, Limiter};
+use rate_limit_tower::RateLimitLayer;
+use rate_limit_tower::access::Access;
+
+pub use auth::Role;
+
+use auth::{Sessions, Token};
+
+/// The admin API and page; [`router`](Self::router) serves them. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Admin {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    mount: String,
+    tokens: Vec<Token>,
+    limits: Vec<Limit>,
+    store: AnyStore,
+    access: Option<Access>,
+    sessions: Sessions,
+    secure_cookie: bool,
+}
+
+/// Builds an [`Admin`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct AdminBuilder {
+    mount: Option<String>,
+    tokens: Vec<(String, Vec<u8>, Role)>,
+    limits: Vec<Limit>,
+    store: Option<AnyStore>,
+    access: Option<Access>,
+    insecure_cookie: bool,
+}
+
+impl Admin {
+    /// An admin with no token yet: [`AdminBuilder::build`] needs at least one.
+    pub fn builder() -> AdminBuilder {
+        AdminBuilder::default()
+    }
+
+    /// The routes: `{mount}` (the page), `{mount}/login`, `{mount}/logout`,
+    /// `{mount}/forms/…` and `{mount}/api/…`. Merge it into the application's router,
+    /// outside the rate-limit layers (or exempt its prefix).
+    pub fn router<S: Clone + Send + Sync + 'static>(&self) -> Router<S> {
+        let m = &self.inner.mount;
+        let api = |p: &str| format!("{m}/api{p}");
+        Router::new()
+            .route(m, get(page::show))
+            .route(&format!("{m}/login"), post(page::login))
+            .route(&format!("{m}/logout"), post(page::logout))
+            .route(&format!("{m}/forms/quota"), post(page::set_quota))
+            .route(&format!("{m}/forms/lift"), post(page::lift))
+            .route(&api("/limits"), get(api::limits))
+            .route(&api("/limits/{limit}/quota"), put(api::set_quota))
+            .route(
+                &api("/limits/{limit}/overrides/{principal}"),
+                put(api::set_override).delete(api::clear_override),
+            )
+            .route(
+                &api("/limits/{limit}/principals/{principal}"),
+                get(api::peek).delete(api::reset),
+            )
+            .route(&api("/limits/{limit}/top"), get(api::top))
+            .route(&api("/bans"), get(api::bans))
+            .route(&api("/bans/{limit}/{principal}"), delete(api::lift))
+            .route(&api("/access"), get(api::access).put(api::set_access))
+            .with_state(self.clone())
+    }
+
+    fn limit(&self, name: &str) -> Option<&Limit> {
+        self.inner.limits.iter().find(|l| l.name() == name)
+    }
+}
+
+impl AdminBuilder {
+    /// A bearer token: `name` shows in the audit log (never the secret), `secret` is what
+    /// the client sends (at least 16 bytes; keep it in a secret store), `role` what it
+    /// may do.
+    pub fn token(mut self, name: &str, secret: impl AsRef<[u8]>, role: Role) -> Self {
+        self.tokens
+            .push((name.to_owned(), secret.as_ref().to_vec(), role));
+        self
+    }
+
+    /// A layer's limits, its store and its access lists.
+    pub fn layer(mut self, layer: &RateLimitLayer) -> Self {
+        self.store
+            .get_or_insert_with(|| layer.limiter().store().clone());
+        for l in layer.limits() {
+            self = self.limit(l);
+        }
+        if let Some(a) = layer.access_lists() {
+            self.access.get_or_insert_with(|| a.clone());
+        }
+        self
+    }
+
+    /// The store to peek, reset and list bans in (the first layer's, unless set here).
+    pub fn limiter(mut self, limiter: &Limiter) -> Self {
+        self.store = Some(limiter.store().clone());
+        self
+    }
+
+    /// A limit used elsewhere (a handler's); a limit already added under its name is kept.
+    pub fn limit(mut self, limit: Limit) -> Self {
+        if !self.limits.iter().any(|l| l.name() == limit.name()) {
+            self.limits.push(limit);
+        }
+        self
+    }
+
+    /// The access lists to read and replace.
+    pub fn access(mut self, access: Access) -> Self {
+        self.access = Some(access);
+        self
+    }
+
+    /// Where the routes live (default `/admin`): `/` then letters, digits, `-`, `_`, `/`.
+    pub fn mount(mut self, path: &str) -> Self {
+        self.mount = Some(path.trim_end_matches('/').to_owned());
+        self
+    }
+
+    /// Drops `Secure` from the session cookie, for a page served over plain HTTP on a
+    /// private network (browsers keep `Secure` cookies only over HTTPS and on localhost).
+    pub fn insecure_cookie(mut self) -> Self {
+        self.insecure_cookie = true;
+        self
+    }
+
+    /// The admin; `admin.invalid` without a token, with a token under 16 bytes, a token
+    /// name twice, no store (add a layer or a limiter), or a bad mount path.
+    pub fn build(self) -> Result<Admin, ConfigError> {
+        let invalid = |what: &str, why: &str| {
+            ConfigError::new(
+                ConfigErrorKind::AdminInvalid,
+                what.to_owned(),
+                why.to_owned(),
+            )
+        };
+        if self.tokens.is_empty() {
+            return Err(invalid(
+                "admin.token",
+                "an admin API needs at least one token",
+            ));
+        }
+        let mut tokens = Vec::new();
+        for (name, secret, role) in self.tokens {
+            if secret.len() < 16 {
+                return Err(invalid("admin.token", "a token must be at least 16 bytes"));
+            }
+            if name.is_empty() || tokens.iter().any(|t: &Token| t.name == name) {
+                return Err(invalid("admin.token", "each token needs a name of its own"));
+            }
+            tokens.push(Token::new(name, &secret, role));
+        }
+        let store = self
+            .store
+            .ok_or_else(|| invalid("admin.store", "add a layer or a limiter"))?;
+        let mount = self.mount.unwrap_or_else(|| "/admin".to_owned());
+        let ok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'/');
+        if !mount.starts_with('/') || mount.len() < 2 || !mount.bytes().all(ok) {
+            return Err(invalid(
+                "admin.mount",
+                "a path: `/` then letters, digits, - _ /",
+            ));
+        }
+        Ok(Admin {
+            inner: Arc::new(Inner {
+                mount,
+                tokens,
+                limits: self.limits,
+                store,
+                access: self.access,
+                sessions: Sessions::default(),
+                secure_cookie: !self.insecure_cookie,
+            }),
+        })
+    }
+}

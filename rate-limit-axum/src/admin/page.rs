@@ -1,0 +1,432 @@
+//! The operator's page: rendered here (no script, no external asset), a login form that
+//! exchanges a token for a session cookie, and forms that carry a CSRF token and must
+//! come with this host's `Origin`.
+
+use std::fmt::Write as _;
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use rate_limit_core::{Principal, Store};
+use serde::Deserialize;
+
+use super::Admin;
+use super::api::{bans_json, top_json};
+use super::auth::{COOKIE, Caller, Role, SESSION, Session, audit, cookie, same, same_origin};
+
+/// `&`, `<`, `>`, `"` and `'` escaped.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font:15px system-ui,sans-serif;margin:2em;max-width:70em}\
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}\
+th{background:#f3f3f3}form.inline{display:inline}input[type=number]{width:7em}.err{color:#b00}";
+
+fn doc(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>{}</title>\
+         <style>{STYLE}</style></head><body>{body}</body></html>",
+        esc(title)
+    )
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    let mut r = (status, Html(body)).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"),
+    );
+    r
+}
+
+fn login_page(a: &Admin, status: StatusCode, note: &str) -> Response {
+    let m = esc(&a.inner.mount);
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!("<p class=err>{}</p>", esc(note))
+    };
+    let body = format!(
+        "<h1>Rate limits: sign in</h1>{note}<form method=post action=\"{m}/login\">\
+         <label>Admin token <input type=password name=token autocomplete=off required></label> \
+         <button>Sign in</button></form>"
+    );
+    html(status, doc("Sign in", &body))
+}
+
+fn wants_html(h: &HeaderMap) -> bool {
+    h.get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/html"))
+}
+
+impl Admin {
+    fn session(&self, h: &HeaderMap) -> Option<Session> {
+        cookie(h).and_then(|id| self.inner.sessions.get(id))
+    }
+}
+
+pub(super) async fn show(State(a): State<Admin>, h: HeaderMap) -> Response {
+    let (caller, session) = match (a.session(&h), a.bearer(&h)) {
+        (Some(s), _) => (s.caller.clone(), Some(s)),
+        (None, Ok(c)) => (c, None),
+        (None, Err(unauthorized)) => {
+            return if wants_html(&h) {
+                login_page(&a, StatusCode::UNAUTHORIZED, "")
+            } else {
+                unauthorized
+            };
+        }
+    };
+    match render(&a, &caller, session.as_ref()).await {
+        Ok(body) => html(StatusCode::OK, doc("Rate limits", &body)),
+        Err(r) => r,
+    }
+}
+
+/// A form's hidden CSRF field, and what it posts to.
+fn form(m: &str, to: &str, csrf: &str, fields: &str, button: &str) -> String {
+    format!(
+        "<form class=inline method=post action=\"{m}/forms/{to}\">{fields}\
+         <input type=hidden name=csrf value=\"{}\"><button>{button}</button></form>",
+        esc(csrf)
+    )
+}
+
+async fn render(a: &Admin, caller: &Caller, session: Option<&Session>) -> Result<String, Response> {
+    let m = esc(&a.inner.mount);
+    // Forms only in a session a writer opened: the CSRF token is the session's.
+    let csrf = session
+        .filter(|s| s.caller.role == Role::ReadWrite)
+        .map(|s| s.csrf.as_str());
+    let mut b = format!(
+        "<h1>Rate limits</h1><p>Signed in as <b>{}</b>{}.</p>",
+        esc(&caller.name),
+        if caller.role == Role::ReadOnly {
+            " (read only)"
+        } else {
+            ""
+        }
+    );
+    if let Some(c) = session.map(|s| s.csrf.as_str()) {
+        let _ = write!(
+            b,
+            "<form method=post action=\"{m}/logout\"><input type=hidden name=csrf value=\"{}\"><button>Sign out</button></form>",
+            esc(c)
+        );
+    }
+    limits_section(&mut b, a, &m, csrf);
+    hitters_section(&mut b, a);
+    bans_section(&mut b, a, &m, csrf).await?;
+    lists_section(&mut b, a);
+    Ok(b)
+}
+
+fn limits_section(b: &mut String, a: &Admin, m: &str, csrf: Option<&str>) {
+    b.push_str("<h2>Limits</h2><table><tr><th>limit</th><th>algorithm</th><th>quota</th><th>window (s)</th><th>overrides</th><th>change</th></tr>");
+    for l in &a.inner.limits {
+        let overrides: Vec<String> = l
+            .overrides()
+            .iter()
+            .map(|(p, q)| format!("{}: {q}", esc(p)))
+            .collect();
+        let change = csrf.map_or_else(String::new, |c| {
+            let fields = format!(
+                "<input type=hidden name=limit value=\"{}\"><input type=number name=quota min=1 value={} aria-label=\"quota of {}\">",
+                esc(l.name()),
+                l.quota(),
+                esc(l.name())
+            );
+            form(m, "quota", c, &fields, "Set quota")
+        });
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td class=quota>{}</td><td>{}</td><td>{}</td><td>{change}</td></tr>",
+            esc(l.name()),
+            l.kind().as_str(),
+            l.quota(),
+            l.window().as_secs_f64(),
+            overrides.join("<br>")
+        );
+    }
+    b.push_str("</table>");
+}
+
+fn hitters_section(b: &mut String, a: &Admin) {
+    b.push_str("<h2>Heavy hitters (this instance)</h2>");
+    for l in &a.inner.limits {
+        let t = top_json(l, 10);
+        if t["tracked"] != true {
+            continue;
+        }
+        let _ = write!(
+            b,
+            "<h3>{}</h3><table><tr><th>by use</th><th>count</th><th>by refusals</th><th>count</th></tr>",
+            esc(l.name())
+        );
+        let (u, r) = (t["by_use"].as_array(), t["by_refusals"].as_array());
+        let (u, r) = (
+            u.map_or(&[][..], Vec::as_slice),
+            r.map_or(&[][..], Vec::as_slice),
+        );
+        let cell = |v: Option<&serde_json::Value>, key: &str| {
+            v.map_or(String::new(), |x| match &x[key] {
+                serde_json::Value::String(s) => esc(s),
+                other => other.to_string(),
+            })
+        };
+        for i in 0..u.len().max(r.len()) {
+            let _ = write!(
+                b,
+                "<tr><td class=principal>{}</td><td>{}</td><td class=principal>{}</td><td>{}</td></tr>",
+                cell(u.get(i), "principal"),
+                cell(u.get(i), "count"),
+                cell(r.get(i), "principal"),
+                cell(r.get(i), "count")
+            );
+        }
+        b.push_str("</table>");
+    }
+}
+
+async fn bans_section(
+    b: &mut String,
+    a: &Admin,
+    m: &str,
+    csrf: Option<&str>,
+) -> Result<(), Response> {
+    b.push_str(
+        "<h2>Bans</h2><table><tr><th>ban</th><th>principal</th><th>left (s)</th><th></th></tr>",
+    );
+    for ban in bans_json(a).await? {
+        let (limit, who) = (
+            ban["limit"].as_str().unwrap_or_default(),
+            ban["principal"].as_str().unwrap_or_default(),
+        );
+        let lift = csrf.map_or_else(String::new, |c| {
+            let fields = format!(
+                "<input type=hidden name=limit value=\"{}\"><input type=hidden name=principal value=\"{}\">",
+                esc(limit),
+                esc(who)
+            );
+            form(m, "lift", c, &fields, "Lift")
+        });
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{lift}</td></tr>",
+            esc(limit),
+            esc(who),
+            ban["remaining_seconds"].as_f64().unwrap_or_default()
+        );
+    }
+    b.push_str("</table>");
+    Ok(())
+}
+
+fn lists_section(b: &mut String, a: &Admin) {
+    if let Some(access) = &a.inner.access {
+        let (allow, deny) = access.lists();
+        for (name, l) in [("Allow list", allow), ("Deny list", deny)] {
+            let mut items: Vec<String> = l.addresses().map(esc).collect();
+            items.extend(l.principals().into_iter().map(esc));
+            let _ = write!(
+                b,
+                "<h2>{name}</h2><p>{}</p>",
+                if items.is_empty() {
+                    "(empty)".to_owned()
+                } else {
+                    items.join(", ")
+                }
+            );
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct Login {
+    token: String,
+}
+
+fn see_other(to: &str) -> Response {
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(to) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+fn forbidden(a: &Admin, why: &str) -> Response {
+    let _ = a;
+    html(
+        StatusCode::FORBIDDEN,
+        doc("Refused", &format!("<p class=err>{}</p>", esc(why))),
+    )
+}
+
+pub(super) async fn login(State(a): State<Admin>, h: HeaderMap, Form(f): Form<Login>) -> Response {
+    if !same_origin(&h) {
+        return forbidden(&a, "This form must be sent from this site's own page.");
+    }
+    let Some(caller) = a.token_for(f.token.trim().as_bytes()) else {
+        return login_page(&a, StatusCode::UNAUTHORIZED, "That token is not valid.");
+    };
+    let Some(id) = a.inner.sessions.open(caller) else {
+        return html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            doc("Error", "<p>No randomness for a session.</p>"),
+        );
+    };
+    let mut r = see_other(&a.inner.mount);
+    let cookie = format!(
+        "{COOKIE}={id}; Path={}; Max-Age={}; HttpOnly; SameSite=Strict{}",
+        a.inner.mount,
+        SESSION.as_secs(),
+        if a.inner.secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        }
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// A form's session: the `Origin` this host's, a live session, a writer's, and the CSRF
+/// token the session's.
+fn checked(a: &Admin, h: &HeaderMap, csrf: &str) -> Result<Session, Response> {
+    if !same_origin(h) {
+        return Err(forbidden(
+            a,
+            "This form must be sent from this site's own page.",
+        ));
+    }
+    let Some(s) = a.session(h) else {
+        return Err(login_page(a, StatusCode::UNAUTHORIZED, "Sign in again."));
+    };
+    if !same(&s.csrf, csrf) {
+        return Err(forbidden(a, "This form is stale or forged (CSRF token)."));
+    }
+    if s.caller.role != Role::ReadWrite {
+        return Err(forbidden(a, "This token may read, not change."));
+    }
+    Ok(s)
+}
+
+#[derive(Deserialize)]
+pub(super) struct Logout {
+    #[serde(default)]
+    csrf: String,
+}
+
+pub(super) async fn logout(
+    State(a): State<Admin>,
+    h: HeaderMap,
+    Form(f): Form<Logout>,
+) -> Response {
+    if let (true, Some(id), Some(s)) = (same_origin(&h), cookie(&h), a.session(&h))
+        && same(&s.csrf, &f.csrf)
+    {
+        a.inner.sessions.close(id);
+    }
+    let mut r = see_other(&a.inner.mount);
+    let gone = format!(
+        "{COOKIE}=; Path={}; Max-Age=0; HttpOnly; SameSite=Strict",
+        a.inner.mount
+    );
+    if let Ok(v) = HeaderValue::from_str(&gone) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+#[derive(Deserialize)]
+pub(super) struct QuotaForm {
+    limit: String,
+    quota: String,
+    csrf: String,
+}
+
+pub(super) async fn set_quota(
+    State(a): State<Admin>,
+    h: HeaderMap,
+    Form(f): Form<QuotaForm>,
+) -> Response {
+    let s = match checked(&a, &h, &f.csrf) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let Some(limit) = a.limit(&f.limit) else {
+        return html(
+            StatusCode::NOT_FOUND,
+            doc("Error", "<p class=err>No limit of that name.</p>"),
+        );
+    };
+    match f
+        .quota
+        .trim()
+        .parse::<u64>()
+        .map_err(|e| e.to_string())
+        .and_then(|q| limit.set_quota(q).map_err(|e| e.to_string()).map(|()| q))
+    {
+        Ok(q) => {
+            audit(&s.caller, "set_quota", limit.name(), "", &q.to_string());
+            see_other(&a.inner.mount)
+        }
+        Err(e) => html(
+            StatusCode::BAD_REQUEST,
+            doc("Error", &format!("<p class=err>{}</p>", esc(&e))),
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct LiftForm {
+    limit: String,
+    principal: String,
+    csrf: String,
+}
+
+pub(super) async fn lift(
+    State(a): State<Admin>,
+    h: HeaderMap,
+    Form(f): Form<LiftForm>,
+) -> Response {
+    let s = match checked(&a, &h, &f.csrf) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let (Some(limit), Some(p)) = (a.limit(&f.limit), Principal::from_rendered(&f.principal)) else {
+        return html(
+            StatusCode::BAD_REQUEST,
+            doc("Error", "<p class=err>No such ban.</p>"),
+        );
+    };
+    if let Err(e) = a.inner.store.reset(&limit.key(p.clone())).await {
+        return html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            doc(
+                "Error",
+                &format!("<p class=err>{}</p>", esc(&e.to_string())),
+            ),
+        );
+    }
+    audit(&s.caller, "lift_ban", limit.name(), p.as_str(), "");
+    see_other(&a.inner.mount)
+}
