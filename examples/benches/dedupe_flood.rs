@@ -106,6 +106,7 @@ fn main() {
         store: StoreEnv::Memory,
         trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
         sign_in_delay: None,
+        ..QuizConfig::default()
     };
     let app = app_with_store(&cfg, AnyStore::Memory(store.clone())).unwrap();
     let server = tokio::runtime::Builder::new_multi_thread()

@@ -155,6 +155,7 @@ async fn an_account_gets_at_most_119_guesses_in_15_minutes() {
         store: rate_limit_examples::StoreEnv::Memory,
         trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
         sign_in_delay: None,
+        ..QuizConfig::default()
     };
     let app = app_with_store(&cfg, AnyStore::Memory(store)).unwrap();
     let start = tokio::time::Instant::now();

@@ -12,6 +12,7 @@ use rate_limit_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 mod abuse;
+mod admin;
 mod flood;
 mod holds;
 mod proxy;
@@ -40,6 +41,7 @@ pub(crate) async fn start(store: AnyStore, trusted: &str) -> Server {
             .collect(),
         // Real time (Redis counts with its clock): 10, 20, 40, then 80 ms.
         sign_in_delay: Some(SIGN_IN_DELAY),
+        ..QuizConfig::default()
     };
     Server::start(app_with_store(&cfg, store).unwrap())
         .await

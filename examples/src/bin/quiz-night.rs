@@ -2,7 +2,8 @@
 //!
 //! `QUIZ_BIND` (default `127.0.0.1:3000`), `REDIS_URL` (unset: in-memory),
 //! `QUIZ_TRUSTED_PROXIES` (comma-separated CIDRs), `QUIZ_METRICS=1` (Prometheus text at
-//! `/metrics` on `QUIZ_METRICS_BIND`, default `127.0.0.1:9000`).
+//! `/metrics` on `QUIZ_METRICS_BIND`, default `127.0.0.1:9000`), `QUIZ_ADMIN_TOKEN` (the admin
+//! API and page at `/admin`; `QUIZ_ADMIN_INSECURE_COOKIE=1` over plain HTTP).
 
 use rate_limit_examples::quiz_night::{QuizConfig, app, serve};
 

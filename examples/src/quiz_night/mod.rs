@@ -47,6 +47,12 @@ pub struct QuizConfig {
     /// The hold of an account's 6th failed sign-in in 15 minutes (doubling per attempt to
     /// 8 times this). `None`: 1 s. Tests shorten it.
     pub sign_in_delay: Option<Duration>,
+    /// `QUIZ_ADMIN_TOKEN`: the admin API and page at `/admin`, for this token (read and
+    /// write, named `admin` in the audit log). Unset: no admin routes at all.
+    pub admin_token: Option<String>,
+    /// `QUIZ_ADMIN_INSECURE_COOKIE=1`: the page's session cookie without `Secure`, for a
+    /// page served over plain HTTP on a private network.
+    pub admin_insecure_cookie: bool,
 }
 
 impl QuizConfig {
@@ -70,6 +76,11 @@ impl QuizConfig {
             store,
             trusted_proxies,
             sign_in_delay: None,
+            admin_token: std::env::var("QUIZ_ADMIN_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty()),
+            admin_insecure_cookie: std::env::var("QUIZ_ADMIN_INSECURE_COOKIE").as_deref()
+                == Ok("1"),
         })
     }
 }
@@ -167,7 +178,12 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         .source(ForwardedSource::XForwardedFor);
     // Every layer and the handlers count in one store through one limiter (one cool-down,
     // one log line per outage): clones of one `Limiter`.
-    let limiter = Limiter::new(store.clone());
+    // With the admin on, the limiter tracks who is limited (heavy hitters per limit).
+    let mut limiter = Limiter::builder(store.clone());
+    if cfg.admin_token.is_some() {
+        limiter = limiter.heavy_hitters(rate_limit_core::top::TopSettings::default());
+    }
+    let limiter = limiter.build()?;
     // One way of answering for every layer and the handlers: 303 to the page for browsers.
     let answering = rate_limit_tower::Answering::new().redirect_browsers(LIMITED_PAGE)?;
     let layer = || RateLimitLayer::new(limiter.clone()).answering(answering.clone());
@@ -211,6 +227,26 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         Rule::new(limits.webhooks.clone(), client.clone()).on_store_error(FailurePolicy::Open),
     );
 
+    let admin = match &cfg.admin_token {
+        Some(token) => {
+            let mut a = rate_limit_axum::admin::Admin::builder().token(
+                "admin",
+                token,
+                rate_limit_axum::admin::Role::ReadWrite,
+            );
+            for l in [&global, &poll, &answers, &host, &ask, &webhooks] {
+                a = a.layer(l);
+            }
+            a = a
+                .limit(limits.sign_in_ip.clone())
+                .limit(limits.sign_in_account.clone());
+            if cfg.admin_insecure_cookie {
+                a = a.insecure_cookie();
+            }
+            Some(a.build()?)
+        }
+        None => None,
+    };
     let state = QuizState {
         // Refusals inside handlers answer like the layers.
         limiter: HandlerLimiter::new(limiter.clone()).answering(answering.clone()),
@@ -218,7 +254,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         limits,
         client,
     };
-    Ok(Router::new()
+    let router = Router::new()
         .route("/", get(handlers::home))
         .route(LIMITED_PAGE, get(handlers::limited_page))
         .route("/robots.txt", get(handlers::robots))
@@ -242,7 +278,13 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
             post(handlers::payment_webhook).route_layer(webhooks),
         )
         .with_state(state)
-        .layer(global))
+        .layer(global);
+    // The admin outside every limit (an operator reaches it during a flood), behind its
+    // token.
+    Ok(match admin {
+        Some(a) => router.merge(a.router()),
+        None => router,
+    })
 }
 
 /// Serves `app` on `listener` (with connect info) until the process stops.
