@@ -177,8 +177,8 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         .trusted_proxies(cfg.trusted_proxies.iter().copied())
         .source(ForwardedSource::XForwardedFor);
     // Every layer and the handlers count in one store through one limiter (one cool-down,
-    // one log line per outage): clones of one `Limiter`.
-    // With the admin on, the limiter tracks who is limited (heavy hitters per limit).
+    // one log line per outage): clones of one `Limiter`. With the admin on, it tracks who
+    // is limited (heavy hitters per limit).
     let mut limiter = Limiter::builder(store.clone());
     if cfg.admin_token.is_some() {
         limiter = limiter.heavy_hitters(rate_limit_core::top::TopSettings::default());
@@ -203,17 +203,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         );
     let host = layer()
         .rule(Rule::new(limits.host.clone(), Bearer::new()).on_store_error(FailurePolicy::Open));
-    let visitor = client.clone();
-    let game = game_header()?;
-    let vg_kind = PrincipalKind::custom("visitor-game")?;
-    let visitor_game = key_fn(move |parts| -> Result<Principal, Rejection> {
-        let v = visitor.extract(parts)?;
-        let g = game.extract(parts)?;
-        Ok(Principal::composite(
-            vg_kind.clone(),
-            [v.value(), g.value()],
-        ))
-    });
+    let visitor_game = visitor_game(&client)?;
     // Four fixed windows in one round trip, in order: a refusal charges none of them.
     let ask = layer()
         .rule(Rule::new(limits.ask_burst.clone(), client.clone()))
@@ -227,26 +217,11 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         Rule::new(limits.webhooks.clone(), client.clone()).on_store_error(FailurePolicy::Open),
     );
 
-    let admin = match &cfg.admin_token {
-        Some(token) => {
-            let mut a = rate_limit_axum::admin::Admin::builder().token(
-                "admin",
-                token,
-                rate_limit_axum::admin::Role::ReadWrite,
-            );
-            for l in [&global, &poll, &answers, &host, &ask, &webhooks] {
-                a = a.layer(l);
-            }
-            a = a
-                .limit(limits.sign_in_ip.clone())
-                .limit(limits.sign_in_account.clone());
-            if cfg.admin_insecure_cookie {
-                a = a.insecure_cookie();
-            }
-            Some(a.build()?)
-        }
-        None => None,
-    };
+    let admin = admin(
+        cfg,
+        &[&global, &poll, &answers, &host, &ask, &webhooks],
+        &limits,
+    )?;
     let state = QuizState {
         // Refusals inside handlers answer like the layers.
         limiter: HandlerLimiter::new(limiter.clone()).answering(answering.clone()),
@@ -285,6 +260,47 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         Some(a) => router.merge(a.router()),
         None => router,
     })
+}
+
+/// A visitor (by client IP) in a game (`x-game-id`).
+fn visitor_game(client: &ClientIp) -> Result<impl KeyExtractor + use<>, ConfigError> {
+    let visitor = client.clone();
+    let game = game_header()?;
+    let vg_kind = PrincipalKind::custom("visitor-game")?;
+    Ok(key_fn(move |parts| -> Result<Principal, Rejection> {
+        let v = visitor.extract(parts)?;
+        let g = game.extract(parts)?;
+        Ok(Principal::composite(
+            vg_kind.clone(),
+            [v.value(), g.value()],
+        ))
+    }))
+}
+
+/// The admin over every layer's and handler's limits, with `QUIZ_ADMIN_TOKEN` only.
+fn admin(
+    cfg: &QuizConfig,
+    layers: &[&RateLimitLayer],
+    limits: &Limits,
+) -> Result<Option<rate_limit_axum::admin::Admin>, ConfigError> {
+    let Some(token) = &cfg.admin_token else {
+        return Ok(None);
+    };
+    let mut a = rate_limit_axum::admin::Admin::builder().token(
+        "admin",
+        token,
+        rate_limit_axum::admin::Role::ReadWrite,
+    );
+    for l in layers {
+        a = a.layer(l);
+    }
+    a = a
+        .limit(limits.sign_in_ip.clone())
+        .limit(limits.sign_in_account.clone());
+    if cfg.admin_insecure_cookie {
+        a = a.insecure_cookie();
+    }
+    a.build().map(Some)
 }
 
 /// Serves `app` on `listener` (with connect info) until the process stops.
