@@ -7,7 +7,8 @@
 //! second spends that in 20 ms; a larger number: slices of up to that many), `REDIS_URL`
 //! (unset: the memory store), `BENCH_HEADERS` (unset: the default headers, as a real
 //! deployment sends them; `ietf`: the IETF pair only, `RateLimit-Policy` and `RateLimit`;
-//! `trio`; `none`), `BENCH_RULES` (default 1: rules on the same key, each its own limit).
+//! `trio`; `none`), `BENCH_RULES` (default 1: rules on the same key, each its own limit),
+//! `BENCH_HEAVY_HITTERS=1` (the limiter tracks heavy hitters: the admin's cost per request).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,6 +36,9 @@ pub struct BenchConfig {
     pub headers: HeaderStyle,
     /// How many rules (`BENCH_RULES`, at least 1), each a limit of its own on the key.
     pub rules: usize,
+    /// Heavy hitters tracked by the limiter (`BENCH_HEAVY_HITTERS=1`: the default
+    /// settings), or not.
+    pub heavy_hitters: Option<rate_limit_core::top::TopSettings>,
 }
 
 impl Default for BenchConfig {
@@ -47,6 +51,7 @@ impl Default for BenchConfig {
             store: crate::StoreEnv::Memory,
             headers: HeaderStyle::default(),
             rules: 1,
+            heavy_hitters: None,
         }
     }
 }
@@ -78,6 +83,8 @@ impl BenchConfig {
                 _ => d.headers,
             },
             rules: usize::try_from(num("BENCH_RULES", 1)).unwrap_or(1).max(1),
+            heavy_hitters: (std::env::var("BENCH_HEAVY_HITTERS").as_deref() == Ok("1"))
+                .then(rate_limit_core::top::TopSettings::default),
         })
     }
 
@@ -114,7 +121,11 @@ pub fn app(cfg: &BenchConfig) -> Result<Router, ConfigError> {
         http::HeaderName::from_static("x-key"),
         PrincipalKind::custom("key")?,
     );
-    let mut layer = RateLimitLayer::new(Limiter::new(store))
+    let mut limiter = Limiter::builder(store);
+    if let Some(settings) = cfg.heavy_hitters {
+        limiter = limiter.heavy_hitters(settings);
+    }
+    let mut layer = RateLimitLayer::new(limiter.build()?)
         .answering(Answering::new().headers(cfg.headers))
         .rule(Rule::new(cfg.limit()?, key.clone()));
     for i in 1..cfg.rules {

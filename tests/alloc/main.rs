@@ -12,6 +12,7 @@ use axum::Router;
 use axum::body::Body;
 use http::Request;
 use http_body_util::BodyExt;
+use rate_limit_core::top::TopSettings;
 use rate_limit_examples::bench_server::{BenchConfig, app, bare_app};
 use rate_limit_tower::HeaderStyle;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -67,9 +68,10 @@ async fn allocations_per_request(router: Router) -> f64 {
     change.allocations as f64 / REQUESTS as f64
 }
 
-fn ours(headers: HeaderStyle) -> Router {
+fn ours(headers: HeaderStyle, heavy_hitters: Option<TopSettings>) -> Router {
     app(&BenchConfig {
         headers,
+        heavy_hitters,
         ..BenchConfig::default()
     })
     .expect("a valid bench config")
@@ -94,8 +96,13 @@ fn an_allowed_request_through_the_layer_allocates_no_more_than_its_bound() {
         ))
         .with_state(());
     let noop = rt.block_on(allocations_per_request(noop)) - bare;
-    let default = rt.block_on(allocations_per_request(ours(HeaderStyle::default()))) - bare;
-    let ietf = rt.block_on(allocations_per_request(ours(HeaderStyle::Ietf))) - bare;
+    let default = rt.block_on(allocations_per_request(ours(HeaderStyle::default(), None))) - bare;
+    let ietf = rt.block_on(allocations_per_request(ours(HeaderStyle::Ietf, None))) - bare;
+    // Heavy hitters tracked (the admin's sketch), with 16 counters for the 100 keys: most
+    // requests take the smallest counter from another key. No allocation once the sketch
+    // is built (at the warm pass).
+    let top = Some(TopSettings::new(16, std::time::Duration::from_secs(60)));
+    let tracked = rt.block_on(allocations_per_request(ours(HeaderStyle::Ietf, top))) - bare;
     let scrape = handle.render();
     assert!(
         scrape.contains("rate_limit_decisions_total{limit=\"bench\",outcome=\"allowed\"}"),
@@ -103,7 +110,12 @@ fn an_allowed_request_through_the_layer_allocates_no_more_than_its_bound() {
     );
     println!(
         "allocations per allowed request over bare axum ({bare:.2}): a no-op layer {noop:.2}, \
-         ours with the default headers {default:.2}, with the IETF pair {ietf:.2}"
+         ours with the default headers {default:.2}, with the IETF pair {ietf:.2}, \
+         the IETF pair with heavy hitters tracked {tracked:.2}"
+    );
+    assert!(
+        tracked <= MAX_EXTRA_IETF,
+        "IETF pair, heavy hitters tracked: {tracked:.2} allocations over bare axum (bound {MAX_EXTRA_IETF})"
     );
     assert!(
         default <= MAX_EXTRA_DEFAULT,

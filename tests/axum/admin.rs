@@ -12,7 +12,7 @@ use rate_limit_core::store::BoxStore;
 use rate_limit_core::testing::{FaultyStore, LogCapture};
 use rate_limit_core::top::TopSettings;
 use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
-use rate_limit_tests::redis::RedisServer;
+use rate_limit_tests::redis::{RedisCluster, RedisServer};
 use rate_limit_tests::{Server, client};
 use rate_limit_tower::access::Access;
 use rate_limit_tower::extract::{ClientIp, HeaderKey};
@@ -332,6 +332,12 @@ async fn the_admin_api_on_memory() {
 async fn the_admin_api_on_redis() {
     let redis = RedisServer::start();
     admin_api_end_to_end(redis.store()).await;
+}
+
+#[tokio::test]
+async fn the_admin_api_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    admin_api_end_to_end(cluster.store()).await;
 }
 
 /// Every route refuses a missing or wrong token (401), every write route a read-only one

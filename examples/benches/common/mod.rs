@@ -100,6 +100,7 @@ impl Peer {
                 // The header style and the number of rules, as bench-server reads them.
                 headers: env.headers,
                 rules: env.rules,
+                heavy_hitters: env.heavy_hitters,
                 ..BenchConfig::default()
             };
             app(&if refused {
