@@ -15,7 +15,7 @@
 //!     .token("ops", std::env::var("ADMIN_TOKEN")?, Role::ReadWrite)
 //!     .layer(&layer)
 //!     .build()?;
-//! let app = Router::new()
+//! let app: Router = Router::new()
 //!     .route("/", get(|| async { "hello" }))
 //!     .layer(layer)
 //!     .merge(admin.router()); // `/admin` and `/admin/api/…`, outside the limits
