@@ -5,6 +5,7 @@ pub mod ask_ai;
 pub mod bench_server;
 pub mod edge_fallback;
 pub mod food_api;
+pub mod grpc_demo;
 pub mod platform;
 pub mod quiz_night;
 pub mod simulate;

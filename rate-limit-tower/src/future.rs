@@ -380,7 +380,7 @@ where
             seed,
         } => (answer, reservation, slots, seed),
         Admission::Respond(mut resp) => {
-            shared.expose(&mut resp, ctx);
+            crate::shared::finish(&mut resp, ctx);
             return FutureKind::Ready {
                 response: Some(resp),
             };
@@ -388,8 +388,8 @@ where
     };
     match shared.next(answer, ctx, seed) {
         Next::Respond(mut resp) => {
-            // The answer carries its headers already; only CORS is left.
-            shared.expose(&mut resp, ctx);
+            // The answer carries its headers already; only CORS (and gRPC's form) is left.
+            crate::shared::finish(&mut resp, ctx);
             FutureKind::Ready {
                 response: Some(resp),
             }

@@ -58,6 +58,7 @@ mod body;
 mod count;
 pub mod extract;
 mod future;
+pub mod grpc;
 pub mod headers;
 mod layer;
 mod meters;

@@ -13,11 +13,10 @@ use crate::answer::accepts_html;
 use crate::body::LimitBody;
 use crate::extract::Rejection;
 use crate::future::{CheckFuture, ResponseFuture};
-use crate::headers;
 use crate::nesting;
 use crate::response;
 use crate::rule::not_owned;
-use crate::shared::{Ctx, Next, Shared};
+use crate::shared::{Ctx, Next, Shared, finish};
 
 /// The rate-limiting service made by [`RateLimitLayer`](crate::RateLimitLayer).
 ///
@@ -76,10 +75,12 @@ where
         if shared.passes(req.method(), req.uri().path(), req.headers()) {
             return ResponseFuture::pass(self.inner.call(req));
         }
+        let grpc = crate::grpc::is_grpc(req.headers());
         let ctx = Ctx {
-            wants_html: shared.answering.redirect.is_some() && accepts_html(req.headers()),
+            wants_html: !grpc && shared.answering.redirect.is_some() && accepts_html(req.headers()),
             origin: req.headers().contains_key(ORIGIN),
             record: shared.info_extension || nesting::under_another_layer(),
+            grpc,
         };
         let (parts, body) = req.into_parts();
         match shared.listed(&parts) {
@@ -133,7 +134,7 @@ where
                     match shared.next(answer, ctx, seed) {
                         Next::Proceed(record) => record,
                         Next::Respond(mut resp) => {
-                            shared.expose(&mut resp, ctx);
+                            finish(&mut resp, ctx);
                             return ResponseFuture::ready(resp);
                         }
                     }
@@ -174,9 +175,7 @@ fn listed_refusal<S: Service<Request<B>>, B>(listed: Listed, ctx: Ctx) -> Respon
         Listed::Unresolved(rejection) => rejected(&rejection, ctx),
         _ => {
             let mut resp = response::forbidden();
-            if ctx.origin {
-                headers::expose(resp.headers_mut());
-            }
+            finish(&mut resp, ctx);
             ResponseFuture::ready(resp)
         }
     }
@@ -185,8 +184,6 @@ fn listed_refusal<S: Service<Request<B>>, B>(listed: Listed, ctx: Ctx) -> Respon
 /// An extractor's rejection (400, 401), with CORS exposure for a request with `Origin`.
 fn rejected<S: Service<Request<B>>, B>(rejection: &Rejection, ctx: Ctx) -> ResponseFuture<S, B> {
     let mut resp = response::rejection_response(rejection);
-    if ctx.origin {
-        headers::expose(resp.headers_mut());
-    }
+    finish(&mut resp, ctx);
     ResponseFuture::ready(resp)
 }

@@ -60,6 +60,19 @@ pub(crate) struct Ctx {
     /// Whether the response keeps its [`RateLimitInfo`] (for an outer layer, or because the
     /// layer was told to).
     pub(crate) record: bool,
+    /// A gRPC call: the layer's own answers are gRPC statuses ([`crate::grpc`]).
+    pub(crate) grpc: bool,
+}
+
+/// One of the layer's own answers, finished for the request: CORS exposure, and gRPC's
+/// form for a gRPC call.
+pub(crate) fn finish(resp: &mut Response<Bytes>, ctx: Ctx) {
+    if ctx.origin {
+        headers::expose(resp.headers_mut());
+    }
+    if ctx.grpc {
+        *resp = crate::grpc::answer(std::mem::take(resp));
+    }
 }
 
 /// What to do once the store answered.

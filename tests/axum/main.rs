@@ -5,6 +5,7 @@
 
 mod admin;
 mod admin_page;
+mod grpc;
 
 use std::time::Duration;
 
