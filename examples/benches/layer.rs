@@ -42,20 +42,30 @@ fn keys(refused: bool) -> Vec<http::HeaderValue> {
 }
 
 /// Sends `n` requests through `router`, one after another; returns the 2xx and 429 counts.
+/// With `LAYER_GRPC=1` each request is a gRPC call (`content-type: application/grpc`): the
+/// layer's gRPC path, refusals answered as gRPC statuses.
 async fn drive(router: &mut Router, keys: &[http::HeaderValue], n: u64) -> [u64; 2] {
     let mut statuses = [0u64; 2];
+    let content_type = if std::env::var("LAYER_GRPC").as_deref() == Ok("1") {
+        "application/grpc"
+    } else {
+        "text/plain"
+    };
     for i in 0..n {
         let key = &keys[(i as usize * 7_919) % keys.len()];
         let req = Request::get("/")
             .header("host", "bench")
             .header("x-key", key.clone())
+            .header("content-type", content_type)
             .body(Body::empty())
             .expect("valid request");
         let svc = ServiceExt::<Request<Body>>::ready(router)
             .await
             .expect("router is always ready");
         let resp = svc.call(req).await.expect("infallible");
-        statuses[usize::from(resp.status() == http::StatusCode::TOO_MANY_REQUESTS)] += 1;
+        let refused = resp.status() == http::StatusCode::TOO_MANY_REQUESTS
+            || resp.headers().get("grpc-status").is_some_and(|s| s == "8");
+        statuses[usize::from(refused)] += 1;
         black_box(resp.into_body().collect().await.ok());
     }
     statuses
