@@ -17,6 +17,8 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKEN = "walkthrough-token-0123456789"
@@ -31,6 +33,13 @@ def poll(who):
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def submit(b, button):
+    """Clicks a form's button and waits for the page it leads to."""
+    old = b.find_element(By.TAG_NAME, "html")
+    button.click()
+    WebDriverWait(b, 10).until(EC.staleness_of(old))
 
 
 def check(cond, what):
@@ -67,7 +76,7 @@ def main():
         try:
             b.get(f"{BASE}/admin")
             b.find_element(By.NAME, "token").send_keys(TOKEN)
-            b.find_element(By.CSS_SELECTOR, "form button").click()
+            submit(b, b.find_element(By.CSS_SELECTOR, "form button"))
             check("Signed in as" in b.page_source, "signed in through the form (a session cookie)")
             first = b.find_element(By.XPATH, "//h3[text()='poll']/following-sibling::table[1]//td[@class='principal']")
             check(first.text == "p:flooder", f"the poll's heaviest hitter is the flooder ({first.text})")
@@ -78,7 +87,7 @@ def main():
                 box = b.find_element(By.CSS_SELECTOR, "input[aria-label='quota of poll']")
                 box.clear()
                 box.send_keys(str(n))
-                box.find_element(By.XPATH, "./following-sibling::button").click()
+                submit(b, box.find_element(By.XPATH, "./following-sibling::button"))
                 row = b.find_element(By.XPATH, "//tr[td[1][text()='poll']]/td[@class='quota']")
                 check(row.text == str(n), f"the page shows the poll's quota at {n}")
 
