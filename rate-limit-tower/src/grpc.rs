@@ -181,6 +181,47 @@ mod tests {
     }
 
     #[test]
+    fn each_answer_maps_to_its_status_and_only_waits_carry_a_retry_info() {
+        let http = |status: u16, body: &'static str, retry: Option<&'static str>| {
+            let mut b = Response::builder().status(status);
+            if let Some(r) = retry {
+                b = b.header(RETRY_AFTER, r);
+            }
+            answer(b.body(Bytes::from_static(body.as_bytes())).unwrap())
+        };
+        for (status, code, retry) in [
+            (429, "8", true),
+            (503, "14", true),
+            (401, "16", false),
+            (400, "3", false),
+            (403, "7", false),
+            (500, "13", false),
+        ] {
+            let r = http(status, r#"{"error":"x","code":"some.code"}"#, Some("7"));
+            assert_eq!(r.status(), 200, "{status}");
+            assert_eq!(r.headers()["grpc-status"], code, "{status}");
+            assert_eq!(r.headers()["content-type"], "application/grpc");
+            assert!(r.body().is_empty());
+            let msg = r.headers()["grpc-message"].to_str().unwrap();
+            assert!(msg.ends_with("(some.code)"), "{msg}");
+            assert_eq!(
+                r.headers().contains_key("grpc-status-details-bin"),
+                retry,
+                "{status}"
+            );
+        }
+        // The encoded Status: code 8, the message, one Any naming RetryInfo, 7 s.
+        let bin = status_proto(8, "m", 7);
+        assert_eq!(&bin[..5], &[0x08, 8, 0x12, 1, b'm']);
+        let tail = &bin[bin.len() - 4..];
+        assert_eq!(
+            tail,
+            &[0x0a, 2, 0x08, 7],
+            "RetryInfo {{ retry_delay: {{ seconds: 7 }} }}"
+        );
+    }
+
+    #[test]
     fn base64_and_percent_encode_as_the_specs_say() {
         assert_eq!(base64(b""), "");
         assert_eq!(base64(b"f"), "Zg");
