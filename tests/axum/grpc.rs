@@ -239,3 +239,78 @@ async fn the_method_path_is_a_key_part() {
         .unwrap();
     assert!(policy.contains("per-method"), "{policy}");
 }
+
+/// `demo.Quiz` as tonic's own server wants a service: named, over tonic's body.
+#[derive(Clone, Copy)]
+struct Quiz;
+
+impl tonic::server::NamedService for Quiz {
+    const NAME: &'static str = "demo.Quiz";
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for Quiz {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        Box::pin(async move {
+            let resp =
+                rate_limit_examples::grpc_demo::answer(req.map(axum::body::Body::new)).await?;
+            Ok(resp.map(tonic::body::Body::new))
+        })
+    }
+}
+
+/// Under tonic's own `transport::Server`, `ClientIp` names the client from tonic's
+/// `TcpConnectInfo` (its `peer_source`, as the README shows): two calls a minute per
+/// address, then `RESOURCE_EXHAUSTED`.
+#[tokio::test]
+async fn under_tonics_own_server_the_client_ip_is_the_connections() {
+    let layer = rate_limit_tower::RateLimitLayer::in_memory().rule(rate_limit_tower::Rule::new(
+        rate_limit_core::Limit::fixed_window("per-ip-grpc", 2, Duration::from_secs(60)).unwrap(),
+        rate_limit_tower::extract::ClientIp::new().peer_source(|ext| {
+            ext.get::<tonic::transport::server::TcpConnectInfo>()
+                .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+                .map(|a| a.ip())
+        }),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            // The layer answers in its inner service's body type: tonic's body, wrapped.
+            .layer(tower::ServiceBuilder::new().layer(layer).map_response(
+                |r: http::Response<tonic::body::Body>| r.map(rate_limit_tower::ResponseBody::new),
+            ))
+            .add_service(Quiz)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let ch = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut g = tonic::client::Grpc::new(ch);
+    grpc_answer(&mut g, None).await.unwrap();
+    grpc_answer(&mut g, None).await.unwrap();
+    let refused = grpc_answer(&mut g, None).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let policy = refused
+        .metadata()
+        .get("ratelimit-policy")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(policy.contains("per-ip-grpc"), "{policy}");
+    server.abort();
+}
