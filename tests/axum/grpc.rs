@@ -20,7 +20,11 @@ use tonic_prost::ProstCodec;
 use tonic_types::StatusExt;
 
 async fn channel(s: &Server) -> tonic::client::Grpc<Channel> {
-    let ch = Channel::from_shared(format!("http://{}", s.addr()))
+    channel_to(s.addr()).await
+}
+
+async fn channel_to(addr: std::net::SocketAddr) -> tonic::client::Grpc<Channel> {
+    let ch = Channel::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
         .await
@@ -50,6 +54,14 @@ async fn grpc_answer(
     )
     .await
     .map(|_| ())
+}
+
+/// The next call, refused with `RESOURCE_EXHAUSTED` by the limit `limit`.
+async fn refused_by(g: &mut tonic::client::Grpc<Channel>, limit: &str) {
+    let refused = grpc_answer(g, None).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let policy = refused.metadata().get("ratelimit-policy").unwrap();
+    assert!(policy.to_str().unwrap().contains(limit), "{policy:?}");
 }
 
 async fn http_answer(s: &Server, who: &str) -> reqwest::Response {
@@ -229,15 +241,7 @@ async fn the_method_path_is_a_key_part() {
     let s = Server::start(app).await.unwrap();
     let mut g = channel(&s).await;
     grpc_answer(&mut g, None).await.unwrap();
-    let refused = grpc_answer(&mut g, None).await.unwrap_err();
-    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-    let policy = refused
-        .metadata()
-        .get("ratelimit-policy")
-        .unwrap()
-        .to_str()
-        .unwrap();
-    assert!(policy.contains("per-method"), "{policy}");
+    refused_by(&mut g, "per-method").await;
 }
 
 /// `demo.Quiz` as tonic's own server wants a service: named, over tonic's body.
@@ -295,22 +299,9 @@ async fn under_tonics_own_server_the_client_ip_is_the_connections() {
             .add_service(Quiz)
             .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
     );
-    let ch = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut g = tonic::client::Grpc::new(ch);
+    let mut g = channel_to(addr).await;
     grpc_answer(&mut g, None).await.unwrap();
     grpc_answer(&mut g, None).await.unwrap();
-    let refused = grpc_answer(&mut g, None).await.unwrap_err();
-    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-    let policy = refused
-        .metadata()
-        .get("ratelimit-policy")
-        .unwrap()
-        .to_str()
-        .unwrap();
-    assert!(policy.contains("per-ip-grpc"), "{policy}");
+    refused_by(&mut g, "per-ip-grpc").await;
     server.abort();
 }

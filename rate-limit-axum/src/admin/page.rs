@@ -270,8 +270,7 @@ fn see_other(to: &str) -> Response {
     r
 }
 
-fn forbidden(a: &Admin, why: &str) -> Response {
-    let _ = a;
+fn forbidden(why: &str) -> Response {
     html(
         StatusCode::FORBIDDEN,
         doc("Refused", &format!("<p class=err>{}</p>", esc(why))),
@@ -280,7 +279,7 @@ fn forbidden(a: &Admin, why: &str) -> Response {
 
 pub(super) async fn login(State(a): State<Admin>, h: HeaderMap, Form(f): Form<Login>) -> Response {
     if !same_origin(&h) {
-        return forbidden(&a, "This form must be sent from this site's own page.");
+        return forbidden("This form must be sent from this site's own page.");
     }
     let Some(caller) = a.token_for(f.token.trim().as_bytes()) else {
         return login_page(&a, StatusCode::UNAUTHORIZED, "That token is not valid.");
@@ -313,7 +312,6 @@ pub(super) async fn login(State(a): State<Admin>, h: HeaderMap, Form(f): Form<Lo
 fn checked(a: &Admin, h: &HeaderMap, csrf: &str) -> Result<Session, Response> {
     if !same_origin(h) {
         return Err(forbidden(
-            a,
             "This form must be sent from this site's own page.",
         ));
     }
@@ -321,10 +319,10 @@ fn checked(a: &Admin, h: &HeaderMap, csrf: &str) -> Result<Session, Response> {
         return Err(login_page(a, StatusCode::UNAUTHORIZED, "Sign in again."));
     };
     if !same(&s.csrf, csrf) {
-        return Err(forbidden(a, "This form is stale or forged (CSRF token)."));
+        return Err(forbidden("This form is stale or forged (CSRF token)."));
     }
     if s.caller.role != Role::ReadWrite {
-        return Err(forbidden(a, "This token may read, not change."));
+        return Err(forbidden("This token may read, not change."));
     }
     Ok(s)
 }
