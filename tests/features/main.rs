@@ -9,3 +9,4 @@ mod delay;
 mod in_flight;
 mod lines;
 mod outcome;
+mod reset;

@@ -11,7 +11,7 @@ use rate_limit_core::{
 use rate_limit_tests::redis::{RedisServer, free_port};
 use tokio::time::Instant;
 
-use crate::support::standalone;
+use crate::support::{slots_held, standalone};
 
 fn chain(name: &str, quota: u64) -> (Limit, Chain) {
     let l = Limit::fixed_window(name, quota, Duration::from_secs(60)).unwrap();
@@ -394,21 +394,7 @@ async fn ghost_slot_released(store: AnyStore, servers: &[RedisServer]) {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     servers.iter().for_each(RedisServer::resume);
-    let held = || {
-        let mut n = 0;
-        for server in servers {
-            for k in server.cli(&["KEYS", "*in-flight*"]).lines() {
-                if !k.trim().is_empty() {
-                    n += server
-                        .cli(&["ZCARD", k.trim()])
-                        .trim()
-                        .parse::<u64>()
-                        .unwrap_or(0);
-                }
-            }
-        }
-        n
-    };
+    let held = || slots_held(servers);
     let thawed = Instant::now();
     while held() > 0 {
         assert!(

@@ -66,3 +66,20 @@ pub(crate) fn over_the_memory_cap(server: &rate_limit_tests::redis::RedisServer)
     server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     server.cli(&["CONFIG", "SET", "maxmemory", "256kb"]);
 }
+
+/// In-flight slots held on `servers`: the members of every in-flight set.
+pub(crate) fn slots_held(servers: &[rate_limit_tests::redis::RedisServer]) -> u64 {
+    let mut n = 0;
+    for server in servers {
+        for k in server.cli(&["KEYS", "*in-flight*"]).lines() {
+            if !k.trim().is_empty() {
+                n += server
+                    .cli(&["ZCARD", k.trim()])
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0);
+            }
+        }
+    }
+    n
+}

@@ -59,8 +59,12 @@ impl Slot {
                     // then, it tries again each period: until a slot frees, this request
                     // is not counted (the limit is over by at most the requests whose
                     // leases ran out, and only while they run).
+                    // Aborted in the middle of that take (the slot dropped), the guard
+                    // releases the id once the take has landed.
                     if let Ok(false) = store.renew_slot(&key, id).await {
+                        let mut pending = PendingTake::new(&store, &key, id);
                         let _ = store.take_slot(&key, id).await;
+                        pending.settled();
                     }
                 }
             })
@@ -147,19 +151,25 @@ impl<S: Store> Limiter<S> {
     {
         let store: AnyStore = self.store().clone().into();
         let id = next_id();
+        // Armed while the take is out: a caller that goes away before the answer is read
+        // (a cancelled request, a reset stream) leaves a take that may land; the guard
+        // releases its id once the store answers, as after a timeout.
+        let mut pending = PendingTake::new(&store, key, id);
         let failure = match tokio::time::timeout(self.timeout(), store.take_slot(key, id)).await {
-            Ok(Ok(t)) => return answer(t, store, key, id),
-            Ok(Err(e)) => {
-                if !e.kind().is_retryable() {
-                    release_ghost(store.clone(), key.clone(), id);
-                }
+            Ok(Ok(t)) => {
+                pending.settled();
+                return answer(t, store, key, id);
+            }
+            Ok(Err(e)) if e.kind().is_retryable() => {
+                // Refused before it was sent (no connection): nothing to release.
+                pending.settled();
                 FailureReason::of(e.kind())
             }
-            Err(_) => {
-                release_ghost(store.clone(), key.clone(), id);
-                FailureReason::TimedOut
-            }
+            // Sent, and no answer read: the guard releases the id as it drops.
+            Ok(Err(e)) => FailureReason::of(e.kind()),
+            Err(_) => FailureReason::TimedOut,
         };
+        drop(pending);
         match policy {
             FailurePolicy::Open => SlotAnswer::Open(failure),
             FailurePolicy::Memory => {
@@ -170,6 +180,33 @@ impl<S: Store> Limiter<S> {
                 }
             }
             _ => SlotAnswer::Closed(failure),
+        }
+    }
+}
+
+/// A take sent and not yet answered: dropped armed (its caller gone, no answer read, a
+/// time-out, a lost connection), it releases the id by [`release_ghost`].
+struct PendingTake {
+    ghost: Option<(AnyStore, SlotKey, u64)>,
+}
+
+impl PendingTake {
+    fn new(store: &AnyStore, key: &SlotKey, id: u64) -> Self {
+        Self {
+            ghost: Some((store.clone(), key.clone(), id)),
+        }
+    }
+
+    /// The take's answer was read (a slot, a refusal, or a call never sent).
+    fn settled(&mut self) {
+        self.ghost = None;
+    }
+}
+
+impl Drop for PendingTake {
+    fn drop(&mut self) {
+        if let Some((store, key, id)) = self.ghost.take() {
+            release_ghost(store, key, id);
         }
     }
 }
