@@ -199,6 +199,44 @@ async fn a_wrong_password_fails_without_showing_it() {
     let err = store.verify().await.unwrap_err();
     let said = format!("{err} {err:?}");
     assert!(!said.contains(PASSWORD), "{said}");
+    // It says what it is: an authentication failure, with its own code.
+    assert_eq!(err.code(), "redis.auth", "{said}");
+    assert!(said.contains("authentication failed"), "{said}");
+    // A check says the same, and never the password either.
+    let chain = rate_limit_core::Chain::new().check(
+        &rate_limit_core::Limit::fixed_window("auth", 5, std::time::Duration::from_secs(60))
+            .unwrap(),
+        rate_limit_core::Principal::user("u"),
+    );
+    let e = rate_limit_core::Store::check(&store, &chain)
+        .await
+        .unwrap_err();
+    let said = format!("{e} {e:?}");
+    assert_eq!(
+        e.kind(),
+        rate_limit_core::store::StoreErrorKind::Unauthenticated,
+        "{said}"
+    );
+    assert!(
+        said.contains("authentication failed") && !said.contains(PASSWORD),
+        "{said}"
+    );
+}
+
+/// A server that needs a password, and a URL without one: every command is answered
+/// NOAUTH, and the store says so as an authentication failure (`redis.auth`), not as a
+/// command refused.
+#[tokio::test]
+async fn a_missing_password_is_an_authentication_failure() {
+    let server = Matrix::Redis7_0.start("a_missing_password_is_an_authentication_failure");
+    let url = server.url();
+    server.cli(&["CONFIG", "SET", "requirepass", PASSWORD]);
+    let store = RedisStore::builder(&url).build().unwrap();
+    let err = store.verify().await.unwrap_err();
+    let said = format!("{err} {err:?}");
+    assert_eq!(err.code(), "redis.auth", "{said}");
+    assert!(said.contains("authentication failed"), "{said}");
+    assert!(!said.contains(PASSWORD), "{said}");
 }
 
 /// The examples' check at start: a store the environment names is verified, memory is not.

@@ -20,11 +20,14 @@ pub enum StoreErrorKind {
     /// The store refused the command (busy with a long script, out of memory): it did not
     /// run, but retrying would only add load, so it is not retried.
     Rejected,
+    /// The store refused the connection's credentials (a wrong password, or none where one
+    /// is needed): nothing ran, and nothing will until the credentials change. Not retried.
+    Unauthenticated,
 }
 
 impl StoreErrorKind {
     /// A short, stable name: `not_executed`, `indeterminate`, `timed_out`, `missing`,
-    /// `rejected`.
+    /// `rejected`, `unauthenticated`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::NotExecuted => "not_executed",
@@ -32,6 +35,7 @@ impl StoreErrorKind {
             Self::TimedOut => "timed_out",
             Self::Missing => "missing",
             Self::Rejected => "rejected",
+            Self::Unauthenticated => "unauthenticated",
         }
     }
 

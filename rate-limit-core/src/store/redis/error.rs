@@ -8,7 +8,14 @@ use crate::protocol::{StoreError, StoreErrorKind};
 /// What an error means for a retry (see the limiter's retries).
 pub(super) fn classify(e: &RedisError) -> StoreErrorKind {
     use redis::{ErrorKind, ServerErrorKind};
-    if e.is_connection_refusal() {
+    // A wrong password fails the connection's AUTH; a missing one answers every command
+    // with NOAUTH (WRONGPASS where a client re-authenticates).
+    if e.kind() == ErrorKind::AuthenticationFailed
+        || e.code()
+            .is_some_and(|c| matches!(c, "NOAUTH" | "WRONGPASS"))
+    {
+        StoreErrorKind::Unauthenticated
+    } else if e.is_connection_refusal() {
         StoreErrorKind::NotExecuted
     } else if e.is_timeout() {
         StoreErrorKind::TimedOut
@@ -38,7 +45,7 @@ pub(super) fn classify(e: &RedisError) -> StoreErrorKind {
 fn refused(code: &str) -> bool {
     matches!(
         code,
-        "BUSY" | "OOM" | "MISCONF" | "NOREPLICAS" | "NOPERM" | "NOAUTH" | "READONLY"
+        "BUSY" | "OOM" | "MISCONF" | "NOREPLICAS" | "NOPERM" | "READONLY"
     )
 }
 
@@ -70,6 +77,10 @@ pub(super) fn store_error(e: RedisError) -> StoreError {
         StoreErrorKind::NotExecuted => "redis: not connected",
         StoreErrorKind::TimedOut => "redis: no answer in time",
         StoreErrorKind::Rejected => "redis: command refused",
+        // Never the password: the URL's user is the operator's to check.
+        StoreErrorKind::Unauthenticated => {
+            "redis: authentication failed (check the user and password the store connects with)"
+        }
         _ => "redis: connection lost or bad answer",
     };
     StoreError::new(kind, message).with_source(e)

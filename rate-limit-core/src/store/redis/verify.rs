@@ -10,7 +10,7 @@ use super::RedisStore;
 use crate::chain::Chain;
 use crate::limit::{InFlight, Limit};
 use crate::principal::Principal;
-use crate::protocol::{CountedIn, Dedupe, Reservation, Slots, Store, StoreError};
+use crate::protocol::{CountedIn, Dedupe, Reservation, Slots, Store, StoreError, StoreErrorKind};
 
 /// The oldest server the scripts run on (tested: Redis 6.2.5).
 const OLDEST: (u32, u32) = (6, 2);
@@ -60,11 +60,14 @@ pub enum VerifyError {
 }
 
 impl VerifyError {
-    /// `redis.too_old`, `redis.permission` or `redis.unavailable`.
+    /// `redis.too_old`, `redis.permission`, `redis.auth` (a wrong or missing password:
+    /// a [`Store`](Self::Store) error of kind [`StoreErrorKind::Unauthenticated`]) or
+    /// `redis.unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::TooOld(_) => "redis.too_old",
             Self::Permission { .. } => "redis.permission",
+            Self::Store(e) if e.kind() == StoreErrorKind::Unauthenticated => "redis.auth",
             Self::Store(_) => "redis.unavailable",
         }
     }
