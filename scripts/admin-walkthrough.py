@@ -21,7 +21,7 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOKEN = "walkthrough-token-0123456789"
+TOKEN = "walkthrough-token-0123456789abcdef-0123456789"
 BIND = os.environ.get("WALK_BIND", "127.0.0.1:3077")
 BASE = f"http://{BIND}"
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::post;
-use rate_limit_axum::admin::{Admin, Role};
+use rate_limit_axum::admin::{Admin, AdminBuilder, Role};
 use rate_limit_core::store::BoxStore;
 use rate_limit_core::testing::{FaultyStore, LogCapture};
 use rate_limit_core::top::TopSettings;
@@ -25,12 +25,20 @@ pub(crate) fn k(key: &str) -> String {
     Principal::api_key(key).as_str().to_owned()
 }
 
-pub(crate) const OPS: &str = "ops-token-0123456789abcdef";
-pub(crate) const VIEWER: &str = "viewer-token-0123456789abcdef";
+pub(crate) const OPS: &str = "ops-token-0123456789abcdef-0123456789abcdef";
+pub(crate) const VIEWER: &str = "viewer-token-0123456789abcdef-0123456789abcdef";
 
 /// `/answers`, limited per `x-api-key` (hashed): a ban (2 refusals in a minute ban for a
 /// minute) before 3 answers a minute; access lists by client IP. The admin at `/admin`.
 pub(crate) fn app(store: AnyStore) -> (Router, Limit) {
+    app_with(store, |a| a)
+}
+
+/// [`app`], its admin built through `tune`.
+pub(crate) fn app_with(
+    store: AnyStore,
+    tune: impl FnOnce(AdminBuilder) -> AdminBuilder,
+) -> (Router, Limit) {
     let limiter = Limiter::builder(store)
         .heavy_hitters(TopSettings::default())
         .build()
@@ -45,13 +53,15 @@ pub(crate) fn app(store: AnyStore) -> (Router, Limit) {
             who(),
         ))
         .rule(Rule::new(answers.clone(), who()));
-    let admin = Admin::builder()
-        .token("ops", OPS, Role::ReadWrite)
-        .token("viewer", VIEWER, Role::ReadOnly)
-        .layer(&layer)
-        .insecure_cookie()
-        .build()
-        .unwrap();
+    let admin = tune(
+        Admin::builder()
+            .token("ops", OPS, Role::ReadWrite)
+            .token("viewer", VIEWER, Role::ReadOnly)
+            .layer(&layer)
+            .insecure_cookie(),
+    )
+    .build()
+    .unwrap();
     let app = Router::new()
         .route("/answers", post(|| async { "ok" }))
         .layer(layer)
@@ -345,7 +355,11 @@ async fn the_admin_api_on_a_cluster() {
 #[tokio::test]
 async fn tokens_are_checked_on_every_route_before_any_store_call() {
     let faulty = FaultyStore::new();
-    let (app, _) = app(AnyStore::Boxed(BoxStore::new(faulty.clone())));
+    // More wrong tokens than one address may send in a minute (the lockout has a test of
+    // its own).
+    let (app, _) = app_with(AnyStore::Boxed(BoxStore::new(faulty.clone())), |a| {
+        a.auth_failures(1_000, Duration::from_secs(60))
+    });
     let s = Server::start(app).await.unwrap();
     let quota = Some(serde_json::json!({"quota": 1}));
     let writes = [

@@ -4,7 +4,9 @@
 #![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
 
 mod admin;
+mod admin_gate;
 mod admin_page;
+mod admin_spray;
 mod grpc;
 
 use std::time::Duration;

@@ -8,7 +8,7 @@ use rate_limit_tests::redis::RedisServer;
 use rate_limit_tests::{Server, client};
 use serde_json::Value;
 
-const TOKEN: &str = "quiz-admin-token-0123456789";
+const TOKEN: &str = "quiz-admin-token-0123456789abcdef-0123456789";
 
 async fn quiz(store: AnyStore, token: Option<&str>) -> Server {
     let cfg = QuizConfig {

@@ -42,7 +42,7 @@ async fn cancel_at_every_point(store: AnyStore, servers: &[RedisServer]) {
     .into_iter()
     .enumerate()
     {
-        let key = watch.slots(Principal::user(&format!("viewer-{i}")));
+        let key = watch.slots(Principal::user(format!("viewer-{i}")));
         // The connection is up before the cancel (a take and its release).
         match limiter.take_slot(&key, FailurePolicy::Closed).await {
             SlotAnswer::Taken(slot) => drop(slot),

@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use ipnet::IpNet;
 use rate_limit_axum::{HandlerLimiter, client_ip};
@@ -221,6 +222,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         cfg,
         &[&global, &poll, &answers, &host, &ask, &webhooks],
         &limits,
+        &client,
     )?;
     let state = QuizState {
         // Refusals inside handlers answer like the layers.
@@ -229,7 +231,19 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         limits,
         client,
     };
-    let router = Router::new()
+    let router = routes(state, [poll, answers, host, ask, webhooks]).layer(global);
+    // The admin outside every limit (an operator reaches it during a flood), behind its
+    // token.
+    Ok(match admin {
+        Some(a) => router.merge(a.router()),
+        None => router,
+    })
+}
+
+/// The routes, each with its layer: `[poll, answers, host, ask, webhooks]`.
+fn routes(state: QuizState, layers: [RateLimitLayer; 5]) -> Router {
+    let [poll, answers, host, ask, webhooks] = layers;
+    Router::new()
         .route("/", get(handlers::home))
         .route(LIMITED_PAGE, get(handlers::limited_page))
         .route("/robots.txt", get(handlers::robots))
@@ -246,20 +260,19 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
             "/host/games/{game}/next",
             post(handlers::next_question).route_layer(host),
         )
-        .route("/auth/sign-in", post(handlers::sign_in))
+        // Each body read up to what the route accepts (413 past it): a sign-in is a few
+        // hundred bytes, a question or a webhook a few kB.
+        .route(
+            "/auth/sign-in",
+            post(handlers::sign_in).layer(DefaultBodyLimit::max(SIGN_IN_BODY)),
+        )
         .route("/api/ask", post(handlers::ask).route_layer(ask))
         .route(
             "/webhooks/payments",
             post(handlers::payment_webhook).route_layer(webhooks),
         )
+        .layer(DefaultBodyLimit::max(BODY))
         .with_state(state)
-        .layer(global);
-    // The admin outside every limit (an operator reaches it during a flood), behind its
-    // token.
-    Ok(match admin {
-        Some(a) => router.merge(a.router()),
-        None => router,
-    })
 }
 
 /// A visitor (by client IP) in a game (`x-game-id`).
@@ -277,11 +290,18 @@ fn visitor_game(client: &ClientIp) -> Result<impl KeyExtractor + use<>, ConfigEr
     }))
 }
 
-/// The admin over every layer's and handler's limits, with `QUIZ_ADMIN_TOKEN` only.
+/// The largest sign-in body read (an email and a password in JSON).
+pub const SIGN_IN_BODY: usize = 1024;
+/// The largest body any other route reads.
+pub const BODY: usize = 16 * 1024;
+
+/// The admin over every layer's and handler's limits, with `QUIZ_ADMIN_TOKEN` only; its
+/// failed sign-ins counted per client IP as the layers find it (behind the same proxies).
 fn admin(
     cfg: &QuizConfig,
     layers: &[&RateLimitLayer],
     limits: &Limits,
+    client: &ClientIp,
 ) -> Result<Option<rate_limit_axum::admin::Admin>, ConfigError> {
     let Some(token) = &cfg.admin_token else {
         return Ok(None);
@@ -296,7 +316,8 @@ fn admin(
     }
     a = a
         .limit(limits.sign_in_ip.clone())
-        .limit(limits.sign_in_account.clone());
+        .limit(limits.sign_in_account.clone())
+        .client_ip(client.clone());
     if cfg.admin_insecure_cookie {
         a = a.insecure_cookie();
     }

@@ -6,6 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use rate_limit_core::top::{HeavyHitters, Hitter};
 use rate_limit_core::{ConfigError, Limit, Principal, Store};
 use rate_limit_tower::access::List;
 use serde::Deserialize;
@@ -202,16 +203,34 @@ pub(super) fn top_json(l: &Limit, n: usize) -> Value {
     let Some(t) = l.heavy_hitters(n) else {
         return json!({ "limit": l.name(), "tracked": false });
     };
-    let list = |v: &[rate_limit_core::top::Hitter]| -> Vec<Value> {
-        v.iter()
-            .map(|h| json!({ "principal": h.principal().as_str(), "count": h.count(), "error": h.error() }))
-            .collect()
+    // Each count with its bounds: `guaranteed` ..= `count` holds the truth, and a hitter
+    // `stands_out` only when it surely used more than any principal not listed.
+    let list = |v: &[Hitter], unlisted: u64| -> Value {
+        let hitters: Vec<Value> = v
+            .iter()
+            .map(|h| {
+                json!({
+                    "principal": h.principal().as_str(),
+                    "count": h.count(),
+                    "error": h.error(),
+                    "guaranteed": h.guaranteed(),
+                    "stands_out": HeavyHitters::stands_out(h, unlisted),
+                })
+            })
+            .collect();
+        Value::from(hitters)
     };
+    let apart =
+        |v: &[Hitter], unlisted: u64| v.iter().any(|h| HeavyHitters::stands_out(h, unlisted));
     json!({
         "limit": l.name(),
         "tracked": true,
-        "by_use": list(&t.by_use),
-        "by_refusals": list(&t.by_refusals),
+        "by_use": list(&t.by_use, t.unlisted_use),
+        "by_refusals": list(&t.by_refusals, t.unlisted_refusals),
+        "unlisted_use_at_most": t.unlisted_use,
+        "unlisted_refusals_at_most": t.unlisted_refusals,
+        "by_use_tells_apart": apart(&t.by_use, t.unlisted_use),
+        "by_refusals_tells_apart": apart(&t.by_refusals, t.unlisted_refusals),
         "used": t.used,
         "refused": t.refused,
         "span_seconds": t.span.as_secs_f64(),

@@ -6,6 +6,8 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use axum::http::request::Parts;
+use axum::http::uri::Authority;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
@@ -218,12 +220,25 @@ pub(super) fn same(a: &str, b: &str) -> bool {
     bool::from(sha256(a.as_bytes()).ct_eq(&sha256(b.as_bytes())))
 }
 
+/// The client a request came from, as the gate saw it (its IP principal): for handlers
+/// that authenticate from the body (the sign-in form).
+#[derive(Debug, Clone)]
+pub(super) struct Client(pub(super) rate_limit_core::Principal);
+
 /// Whether a form post comes from this host's own page: its `Origin` must name the host
-/// the request was sent to (a missing `Origin` is refused; every browser sends it on a
-/// form POST).
-pub(super) fn same_origin(headers: &HeaderMap) -> bool {
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+/// the request was sent to: the `Host` header over HTTP/1.1, the `:authority` (the URI's
+/// authority) over HTTP/2. A missing `Origin` is refused; every browser sends it on a
+/// form POST.
+pub(super) fn same_origin(parts: &Parts) -> bool {
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| parts.uri.authority().map(Authority::as_str));
+    let origin = parts
+        .headers
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok());
     match (host, origin) {
         (Some(host), Some(origin)) => origin.split_once("://").is_some_and(|(scheme, rest)| {
             matches!(scheme, "http" | "https") && rest.eq_ignore_ascii_case(host)

@@ -55,6 +55,27 @@
 //! browser cannot send a bearer token, so a login form exchanges it for an `HttpOnly;
 //! SameSite=Strict; Secure` session cookie (an hour), and every form carries a CSRF token
 //! and must come with an `Origin` naming this host.
+//!
+//! **Decided from the head, before any body is read**: every route passes a gate first.
+//! A client IP that failed to authenticate [`FAILURES_PER_MINUTE`] times in a minute (a
+//! wrong bearer token, a wrong token on the sign-in form) is refused for [`LOCKOUT`] with
+//! 429 `admin.locked_out` and `Retry-After`, before any token compare; the failure that
+//! locks it out is logged once as `rate_limit.admin_lockout` (with the address, never
+//! the token) and, with feature `metrics`, each failure counts in
+//! `rate_limit_admin_auth_failures_total` and each lockout in
+//! `rate_limit_admin_lockouts_total`. Failures are counted in a memory store of the
+//! admin's own (no store call; per instance), per client IP as
+//! [`AdminBuilder::client_ip`] resolves it (the peer address by default: serve with
+//! `into_make_service_with_connect_info`; without one, every client shares one count).
+//! An API call without a valid token is 401 with its body unread; a form from another
+//! origin is 403 and one without a live session 401, unread. Bodies are read up to 4 KiB
+//! (256 KiB for the access lists) and refused with 413 past that.
+//!
+//! **Tokens** carry the whole of the admin's security: make each one 32 random bytes or
+//! more (`openssl rand -hex 32`: 256 bits). Building refuses a token shorter than
+//! [`MIN_TOKEN_BYTES`] or made of fewer than 8 distinct bytes (`admin.invalid`): a floor
+//! that catches a placeholder, not a measure of randomness. At [`FAILURES_PER_MINUTE`]
+//! guesses a minute per address, a 128-bit token outlasts any botnet.
 
 // Handlers answer early with a response (`Result<_, Response>`): an admin's call, not a
 // request's hot path, where the size of an error is no cost worth boxing for.
@@ -62,17 +83,24 @@
 
 mod api;
 mod auth;
+mod gate;
 mod page;
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post, put};
 use rate_limit_core::{AnyStore, ConfigError, ConfigErrorKind, Limit, Limiter};
 use rate_limit_tower::RateLimitLayer;
 use rate_limit_tower::access::Access;
+use rate_limit_tower::extract::ClientIp;
 
 pub use auth::Role;
+pub use gate::{FAILURES_PER_MINUTE, LOCKOUT};
+
+/// The shortest token [`AdminBuilder::build`] accepts, in bytes.
+pub const MIN_TOKEN_BYTES: usize = 32;
 
 use auth::{Sessions, Token};
 
@@ -91,6 +119,7 @@ struct Inner {
     access: Option<Access>,
     sessions: Sessions,
     secure_cookie: bool,
+    guard: gate::Guard,
 }
 
 /// Builds an [`Admin`].
@@ -103,6 +132,8 @@ pub struct AdminBuilder {
     store: Option<AnyStore>,
     access: Option<Access>,
     insecure_cookie: bool,
+    client_ip: Option<ClientIp>,
+    auth_failures: Option<(u64, std::time::Duration)>,
 }
 
 impl Admin {
@@ -117,6 +148,9 @@ impl Admin {
     pub fn router<S: Clone + Send + Sync + 'static>(&self) -> Router<S> {
         let m = &self.inner.mount;
         let api = |p: &str| format!("{m}/api{p}");
+        let access = get(api::access)
+            .put(api::set_access)
+            .layer(DefaultBodyLimit::max(gate::ACCESS_BODY));
         Router::new()
             .route(m, get(page::show))
             .route(&format!("{m}/login"), post(page::login))
@@ -136,7 +170,12 @@ impl Admin {
             .route(&api("/limits/{limit}/top"), get(api::top))
             .route(&api("/bans"), get(api::bans))
             .route(&api("/bans/{limit}/{principal}"), delete(api::lift))
-            .route(&api("/access"), get(api::access).put(api::set_access))
+            .route(&api("/access"), access)
+            .layer(DefaultBodyLimit::max(gate::FORM_BODY.max(gate::API_BODY)))
+            .route_layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                gate::gate,
+            ))
             .with_state(self.clone())
     }
 
@@ -147,8 +186,8 @@ impl Admin {
 
 impl AdminBuilder {
     /// A bearer token: `name` shows in the audit log (never the secret), `secret` is what
-    /// the client sends (at least 16 bytes; keep it in a secret store), `role` what it
-    /// may do.
+    /// the client sends (at least [`MIN_TOKEN_BYTES`] random bytes; keep it in a secret
+    /// store), `role` what it may do.
     pub fn token(mut self, name: &str, secret: impl AsRef<[u8]>, role: Role) -> Self {
         self.tokens
             .push((name.to_owned(), secret.as_ref().to_vec(), role));
@@ -188,6 +227,21 @@ impl AdminBuilder {
         self
     }
 
+    /// How the client IP of a failed authentication is found (default
+    /// [`ClientIp::new`]: the peer address). Behind a proxy, give the one the layers use
+    /// (its trusted proxies), or every failure counts against the proxy's address.
+    pub fn client_ip(mut self, client_ip: ClientIp) -> Self {
+        self.client_ip = Some(client_ip);
+        self
+    }
+
+    /// How many failed authentications a client IP may make in a minute, and how long it
+    /// is then locked out (default [`FAILURES_PER_MINUTE`] and [`LOCKOUT`]).
+    pub fn auth_failures(mut self, per_minute: u64, lockout: std::time::Duration) -> Self {
+        self.auth_failures = Some((per_minute, lockout));
+        self
+    }
+
     /// Where the routes live (default `/admin`): `/` then letters, digits, `-`, `_`, `/`.
     pub fn mount(mut self, path: &str) -> Self {
         self.mount = Some(path.trim_end_matches('/').to_owned());
@@ -201,8 +255,8 @@ impl AdminBuilder {
         self
     }
 
-    /// The admin; `admin.invalid` without a token, with a token under 16 bytes, a token
-    /// name twice, no store (add a layer or a limiter), or a bad mount path.
+    /// The admin; `admin.invalid` without a token, with a token under
+    /// [`MIN_TOKEN_BYTES`] or of fewer than 8 distinct bytes, a token name twice, no store (add a layer or a limiter), or a bad mount path.
     pub fn build(self) -> Result<Admin, ConfigError> {
         let invalid = |what: &str, why: &str| {
             ConfigError::new(
@@ -219,8 +273,11 @@ impl AdminBuilder {
         }
         let mut tokens = Vec::new();
         for (name, secret, role) in self.tokens {
-            if secret.len() < 16 {
-                return Err(invalid("admin.token", "a token must be at least 16 bytes"));
+            if secret.len() < MIN_TOKEN_BYTES || distinct(&secret) < 8 {
+                return Err(invalid(
+                    "admin.token",
+                    "a token must be at least 32 random bytes (openssl rand -hex 32)",
+                ));
             }
             if name.is_empty() || tokens.iter().any(|t: &Token| t.name == name) {
                 return Err(invalid("admin.token", "each token needs a name of its own"));
@@ -247,7 +304,18 @@ impl AdminBuilder {
                 access: self.access,
                 sessions: Sessions::default(),
                 secure_cookie: !self.insecure_cookie,
+                guard: gate::Guard::new(
+                    self.client_ip.unwrap_or_default(),
+                    self.auth_failures.unwrap_or((FAILURES_PER_MINUTE, LOCKOUT)),
+                )?,
             }),
         })
     }
+}
+
+/// How many different byte values `b` holds.
+fn distinct(b: &[u8]) -> usize {
+    let mut seen = [false; 256];
+    b.iter().for_each(|&x| seen[usize::from(x)] = true);
+    seen.iter().filter(|&&s| s).count()
 }

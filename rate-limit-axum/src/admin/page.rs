@@ -4,16 +4,16 @@
 
 use std::fmt::Write as _;
 
-use axum::Form;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
+use axum::{Extension, Form};
 use rate_limit_core::{Principal, Store};
 use serde::Deserialize;
 
 use super::Admin;
 use super::api::{bans_json, top_json};
-use super::auth::{COOKIE, Caller, Role, SESSION, Session, audit, cookie, same, same_origin};
+use super::auth::{COOKIE, Caller, Client, Role, SESSION, Session, audit, cookie, same};
 
 /// `&`, `<`, `>`, `"` and `'` escaped.
 fn esc(s: &str) -> String {
@@ -75,8 +75,14 @@ fn wants_html(h: &HeaderMap) -> bool {
         .is_some_and(|v| v.contains("text/html"))
 }
 
+/// A form whose session ended: the sign-in page, 401.
+pub(super) fn sign_in_again(a: &Admin) -> Response {
+    login_page(a, StatusCode::UNAUTHORIZED, "Sign in again.")
+}
+
 impl Admin {
-    fn session(&self, h: &HeaderMap) -> Option<Session> {
+    /// The live session a request's cookie names.
+    pub(super) fn session(&self, h: &HeaderMap) -> Option<Session> {
         cookie(h).and_then(|id| self.inner.sessions.get(id))
     }
 }
@@ -167,6 +173,9 @@ fn limits_section(b: &mut String, a: &Admin, m: &str, csrf: Option<&str>) {
     b.push_str("</table>");
 }
 
+/// Each limit's heavy hitters, every count with its bounds (the truth is between what is
+/// guaranteed and the count), ranked by what is guaranteed, and a word when the report
+/// cannot tell the listed principals from the rest.
 fn hitters_section(b: &mut String, a: &Admin) {
     b.push_str("<h2>Heavy hitters (this instance)</h2>");
     for l in &a.inner.limits {
@@ -176,31 +185,56 @@ fn hitters_section(b: &mut String, a: &Admin) {
         }
         let _ = write!(
             b,
-            "<h3>{}</h3><table><tr><th>by use</th><th>count</th><th>by refusals</th><th>count</th></tr>",
+            "<h3>{}</h3><table><tr><th>by use</th><th>used (at least – at most)</th>\
+             <th>by refusals</th><th>refused (at least – at most)</th></tr>",
             esc(l.name())
         );
-        let (u, r) = (t["by_use"].as_array(), t["by_refusals"].as_array());
-        let (u, r) = (
-            u.map_or(&[][..], Vec::as_slice),
-            r.map_or(&[][..], Vec::as_slice),
-        );
-        let cell = |v: Option<&serde_json::Value>, key: &str| {
-            v.map_or(String::new(), |x| match &x[key] {
-                serde_json::Value::String(s) => esc(s),
-                other => other.to_string(),
+        let rows = |k: &str| t[k].as_array().map_or(&[][..], Vec::as_slice);
+        let (u, r) = (rows("by_use"), rows("by_refusals"));
+        let name = |v: Option<&serde_json::Value>| {
+            v.and_then(|x| x["principal"].as_str())
+                .map_or(String::new(), esc)
+        };
+        let range = |v: Option<&serde_json::Value>| {
+            v.map_or(String::new(), |x| {
+                let (lo, hi) = (&x["guaranteed"], &x["count"]);
+                if lo == hi {
+                    lo.to_string()
+                } else {
+                    format!("{lo} – {hi}")
+                }
             })
         };
         for i in 0..u.len().max(r.len()) {
             let _ = write!(
                 b,
                 "<tr><td class=principal>{}</td><td>{}</td><td class=principal>{}</td><td>{}</td></tr>",
-                cell(u.get(i), "principal"),
-                cell(u.get(i), "count"),
-                cell(r.get(i), "principal"),
-                cell(r.get(i), "count")
+                name(u.get(i)),
+                range(u.get(i)),
+                name(r.get(i)),
+                range(r.get(i))
             );
         }
         b.push_str("</table>");
+        for (list, apart, unlisted) in [
+            ("use", "by_use_tells_apart", "unlisted_use_at_most"),
+            (
+                "refusals",
+                "by_refusals_tells_apart",
+                "unlisted_refusals_at_most",
+            ),
+        ] {
+            if t[apart] != true && !rows(&format!("by_{list}")).is_empty() {
+                let _ = write!(
+                    b,
+                    "<p class=err>By {list}: these principals cannot be told apart. Every count \
+                     is within the sketch's error: none surely exceeds what a principal not \
+                     listed may have ({}). Many principals each counted a little fill the \
+                     sketch this way.</p>",
+                    t[unlisted]
+                );
+            }
+        }
     }
 }
 
@@ -270,18 +304,22 @@ fn see_other(to: &str) -> Response {
     r
 }
 
-fn forbidden(why: &str) -> Response {
+pub(super) fn forbidden(why: &str) -> Response {
     html(
         StatusCode::FORBIDDEN,
         doc("Refused", &format!("<p class=err>{}</p>", esc(why))),
     )
 }
 
-pub(super) async fn login(State(a): State<Admin>, h: HeaderMap, Form(f): Form<Login>) -> Response {
-    if !same_origin(&h) {
-        return forbidden("This form must be sent from this site's own page.");
-    }
+/// The sign-in form: the gate checked the `Origin` and that the client is not locked out;
+/// a wrong token counts against the client's address.
+pub(super) async fn login(
+    State(a): State<Admin>,
+    Extension(Client(who)): Extension<Client>,
+    Form(f): Form<Login>,
+) -> Response {
     let Some(caller) = a.token_for(f.token.trim().as_bytes()) else {
+        a.inner.guard.failed(&who).await;
         return login_page(&a, StatusCode::UNAUTHORIZED, "That token is not valid.");
     };
     let Some(id) = a.inner.sessions.open(caller) else {
@@ -307,14 +345,9 @@ pub(super) async fn login(State(a): State<Admin>, h: HeaderMap, Form(f): Form<Lo
     r
 }
 
-/// A form's session: the `Origin` this host's, a live session, a writer's, and the CSRF
-/// token the session's.
+/// A form's session (the gate checked the `Origin`): a live session, a writer's, and the
+/// CSRF token the session's.
 fn checked(a: &Admin, h: &HeaderMap, csrf: &str) -> Result<Session, Response> {
-    if !same_origin(h) {
-        return Err(forbidden(
-            "This form must be sent from this site's own page.",
-        ));
-    }
     let Some(s) = a.session(h) else {
         return Err(login_page(a, StatusCode::UNAUTHORIZED, "Sign in again."));
     };
@@ -327,22 +360,20 @@ fn checked(a: &Admin, h: &HeaderMap, csrf: &str) -> Result<Session, Response> {
     Ok(s)
 }
 
-#[derive(Deserialize)]
-pub(super) struct Logout {
-    #[serde(default)]
-    csrf: String,
-}
-
-pub(super) async fn logout(
-    State(a): State<Admin>,
-    h: HeaderMap,
-    Form(f): Form<Logout>,
-) -> Response {
-    if let (true, Some(id), Some(s)) = (same_origin(&h), cookie(&h), a.session(&h))
-        && same(&s.csrf, &f.csrf)
-    {
+/// Sign-out (the gate checked the `Origin` and that a cookie came): the session the cookie
+/// names is closed on the server, with or without the form's CSRF token (a forged
+/// sign-out could only sign the operator out, and a cross-site one fails the `Origin`
+/// check and carries no `SameSite=Strict` cookie), and the cookie cleared. Its body is
+/// never read.
+pub(super) async fn logout(State(a): State<Admin>, h: HeaderMap) -> Response {
+    if let Some(id) = cookie(&h) {
         a.inner.sessions.close(id);
     }
+    signed_out(&a)
+}
+
+/// To the page, with the session cookie cleared.
+pub(super) fn signed_out(a: &Admin) -> Response {
     let mut r = see_other(&a.inner.mount);
     let gone = format!(
         "{COOKIE}=; Path={}; Max-Age=0; HttpOnly; SameSite=Strict",

@@ -70,15 +70,31 @@ impl Hitter {
     pub fn error(&self) -> u64 {
         self.error
     }
+
+    /// What the principal surely used (or was refused): `count - error`, a lower bound.
+    /// Reports rank by it.
+    pub fn guaranteed(&self) -> u64 {
+        self.count - self.error
+    }
 }
 
 /// The heaviest principals of one limit, in this process, over the recent window.
+///
+/// Each list is ranked by what is guaranteed ([`Hitter::guaranteed`]), then by the upper
+/// bound. A spray of many principals that each came once fills the sketch with counters
+/// whose error is most of their count: then no listed principal is known to have used
+/// more than one not listed, and [`HeavyHitters::stands_out`] says so.
 #[derive(Debug, Clone)]
 pub struct HeavyHitters {
-    /// By units used in admitted requests, most first.
+    /// By units used in admitted requests, most guaranteed first.
     pub by_use: Vec<Hitter>,
-    /// By refusals, most first.
+    /// By refusals, most guaranteed first.
     pub by_refusals: Vec<Hitter>,
+    /// The most a principal not in [`by_use`](Self::by_use) may have used.
+    pub unlisted_use: u64,
+    /// The most a principal not in [`by_refusals`](Self::by_refusals) may have been
+    /// refused.
+    pub unlisted_refusals: u64,
     /// Units used in all, over the span reported.
     pub used: u64,
     /// Refusals in all, over the span reported.
@@ -87,6 +103,17 @@ pub struct HeavyHitters {
     pub span: Duration,
     /// Counters per sketch: an error is at most `2 × total ÷ capacity`.
     pub capacity: usize,
+}
+
+impl HeavyHitters {
+    /// Whether `h`, from the list whose unlisted bound is `unlisted`
+    /// ([`unlisted_use`](Self::unlisted_use) or [`unlisted_refusals`](Self::unlisted_refusals)),
+    /// surely used more than any principal not listed: its guaranteed count is above
+    /// that bound. When no listed principal stands out, the report cannot tell them from
+    /// the rest (every count is within the error).
+    pub fn stands_out(h: &Hitter, unlisted: u64) -> bool {
+        h.guaranteed() > unlisted
+    }
 }
 
 /// The two sketches of one window.
@@ -163,9 +190,13 @@ impl Top {
     /// The `n` heaviest by use and by refusals.
     pub(crate) fn report(&self, n: usize, now: Instant) -> HeavyHitters {
         let w = self.windows(now);
+        let (by_use, unlisted_use) = merged(&w.current.used, &w.previous.used, n);
+        let (by_refusals, unlisted_refusals) = merged(&w.current.refused, &w.previous.refused, n);
         HeavyHitters {
-            by_use: merged(&w.current.used, &w.previous.used, n),
-            by_refusals: merged(&w.current.refused, &w.previous.refused, n),
+            by_use,
+            by_refusals,
+            unlisted_use,
+            unlisted_refusals,
             used: w.current.used.total + w.previous.used.total,
             refused: w.current.refused.total + w.previous.refused.total,
             span: now.saturating_duration_since(w.started) + self.settings.window,
@@ -174,10 +205,10 @@ impl Top {
     }
 }
 
-/// The `n` heaviest of two windows' sketches: a principal absent from one may have been
-/// counted there up to that sketch's floor, so its upper bound adds the floor, and its
-/// error with it.
-fn merged(a: &Sketch, b: &Sketch, n: usize) -> Vec<Hitter> {
+/// The `n` heaviest of two windows' sketches, by what is guaranteed, and the most a
+/// principal not listed may have: a principal absent from one may have been counted there
+/// up to that sketch's floor, so its upper bound adds the floor, and its error with it.
+fn merged(a: &Sketch, b: &Sketch, n: usize) -> (Vec<Hitter>, u64) {
     let bounds = |s: &Sketch, digest: u64| {
         s.get(digest)
             .map_or((s.floor(), 0), |c| (c.count, c.count - c.error))
@@ -198,12 +229,16 @@ fn merged(a: &Sketch, b: &Sketch, n: usize) -> Vec<Hitter> {
         })
         .collect();
     out.sort_by(|x, y| {
-        y.count
-            .cmp(&x.count)
+        y.guaranteed()
+            .cmp(&x.guaranteed())
+            .then_with(|| y.count.cmp(&x.count))
             .then_with(|| x.principal.as_str().cmp(y.principal.as_str()))
     });
+    // Beyond the `n` shown, a principal may be one cut off here or one never counted.
+    let cut = out.iter().skip(n).map(|h| h.count).max().unwrap_or(0);
+    let unlisted = cut.max(a.floor().saturating_add(b.floor()));
     out.truncate(n);
-    out
+    (out, unlisted)
 }
 
 #[cfg(test)]
