@@ -25,6 +25,24 @@ fn client_from(ip: &str) -> reqwest::Client {
         .unwrap()
 }
 
+/// The binary's one Prometheus recorder, and the value of an unlabelled counter in it
+/// (other tests of the binary may add to it too: compare with at least).
+fn counter(name: &str) -> f64 {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    let handle = HANDLE.get_or_init(|| {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder).expect("the binary's first recorder");
+        handle
+    });
+    handle
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 async fn limits(c: &reqwest::Client, s: &Server, token: &str) -> reqwest::Response {
     c.get(s.url("/admin/api/limits"))
         .bearer_auth(token)
@@ -40,6 +58,8 @@ async fn limits(c: &reqwest::Client, s: &Server, token: &str) -> reqwest::Respon
 #[tokio::test]
 async fn failed_tokens_lock_out_the_address_and_never_the_operator() {
     let logs = LogCapture::global();
+    let failures = counter("rate_limit_admin_auth_failures_total");
+    let lockouts = counter("rate_limit_admin_lockouts_total");
     let (app, _) = app(AnyStore::Memory(MemoryStore::new()));
     let s = Server::start(app).await.unwrap();
     let (attacker, operator) = (client_from("127.0.0.2"), client_from("127.0.0.3"));
@@ -97,6 +117,12 @@ async fn failed_tokens_lock_out_the_address_and_never_the_operator() {
         !logs.contains(guess) && !logs.contains(OPS),
         "no token in a log"
     );
+    let more = counter("rate_limit_admin_auth_failures_total") - failures;
+    assert!(
+        more >= (FAILURES_PER_MINUTE + 1) as f64,
+        "{more} failures counted"
+    );
+    assert!(counter("rate_limit_admin_lockouts_total") - lockouts >= 1.0);
 }
 
 /// Wrong tokens on the sign-in form count as on the API: the 11th answers 401, the next
