@@ -34,6 +34,7 @@ fn instances(urls: &[String], cluster: bool) -> Vec<RedisStore> {
 /// answered (from the start: the decision fell somewhere inside), and the most quota
 /// other instances held in slices at any refusal.
 struct Load {
+    start: Instant,
     admitted: Vec<(Duration, Duration)>,
     refused: u64,
     held_at_refusal: u64,
@@ -82,6 +83,7 @@ async fn offer(stores: &[RedisStore], limit: &Limit, rate: f64, length: Duration
         }
     }
     let mut load = Load {
+        start,
         admitted: Vec::new(),
         refused: 0,
         held_at_refusal: 0,
@@ -96,22 +98,31 @@ async fn offer(stores: &[RedisStore], limit: &Limit, rate: f64, length: Duration
     load
 }
 
-/// The most admissions in any interval beyond `rate` × its length (a token bucket
-/// emptied first admits at most about one more than that). An admission counts in an
-/// interval only when its whole call lies inside it, so a call slowed by a busy machine
-/// (asked early, answered late) can never make the count exceed what was decided there.
-fn excess(calls: &[(Duration, Duration)], rate: f64) -> f64 {
+/// The most admissions in any interval beyond `rate` × its length and what the bucket
+/// may have held when the interval began: at most `capacity`, and at most
+/// `rate` × the time since it was last empty (`empty` before the load's start, when it
+/// was drained first). An admission counts in an interval only when its whole call lies
+/// inside it, so a call slowed by a busy machine (asked early, answered late) can never
+/// make the count exceed what was decided there; and a load that starts late after the
+/// drain is credited the tokens that refilled meanwhile.
+fn excess(
+    calls: &[(Duration, Duration)],
+    rate: f64,
+    capacity: f64,
+    empty: Option<Duration>,
+) -> f64 {
     let mut by_answer = calls.to_vec();
     by_answer.sort_by_key(|c| c.1);
-    let mut worst = 0.0_f64;
+    let mut worst = f64::MIN;
     for &(from, _) in calls {
+        let held = empty.map_or(capacity, |e| capacity.min(rate * (from + e).as_secs_f64()));
         // Admissions asked at `from` or later, by when they were answered: the first n
         // lie inside [from, the n-th's answer].
         let mut n = 0.0;
         for &(asked, answered) in &by_answer {
             if asked >= from {
                 n += 1.0;
-                worst = worst.max(n - rate * (answered - from).as_secs_f64());
+                worst = worst.max(n - held - rate * (answered - from).as_secs_f64());
             }
         }
     }
@@ -202,15 +213,19 @@ async fn bucket(urls: &[String], cluster: bool, full: bool) -> (f64, f64) {
         if leased {
             limit = limit.leased(50, LIFETIME).unwrap();
         }
-        let load = if full {
-            offer(&stores, &limit, 2_000.0, Duration::from_millis(600)).await
+        let (load, empty) = if full {
+            let load = offer(&stores, &limit, 2_000.0, Duration::from_millis(600)).await;
+            (load, None)
         } else {
             let drain = Chain::new().check_cost(&limit, Principal::global(), 100);
+            let drained = Instant::now();
             assert!(stores[0].check(&drain).await.unwrap().is_allowed());
-            offer(&stores, &limit, 240.0, Duration::from_millis(1_500)).await
+            let load = offer(&stores, &limit, 240.0, Duration::from_millis(1_500)).await;
+            let empty = load.start - drained;
+            (load, Some(empty))
         };
         assert!(load.refused > 0, "the load never reached the rate");
-        out[n] = excess(&load.admitted, 200.0) - if full { 100.0 } else { 0.0 };
+        out[n] = excess(&load.admitted, 200.0, 100.0, empty);
     }
     (out[0], out[1])
 }

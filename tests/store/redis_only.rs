@@ -22,10 +22,7 @@ pub(crate) fn assert_key_hygiene(server: &RedisServer, max_ms: i64) -> usize {
         let ttl: i64 = server.cli(&["PTTL", k]).trim().parse().unwrap();
         // -2: expired between the scan and this look (a one-second window's key), which
         // is what a TTL is for; -1 (none) is the fault.
-        assert!(
-            ttl == -2 || (ttl > 0 && ttl <= max_ms),
-            "{k}: PTTL {ttl}"
-        );
+        assert!(ttl == -2 || (ttl > 0 && ttl <= max_ms), "{k}: PTTL {ttl}");
     }
     n
 }
