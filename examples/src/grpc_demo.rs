@@ -27,7 +27,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{post, post_service};
 use rate_limit_core::{
     AnyStore, ConfigError, FailurePolicy, InFlight, Limit, Limiter, PrincipalKind,
 };
@@ -142,13 +142,17 @@ pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
         InFlight::new("watchers", 1, Duration::from_secs(30))?,
         participant(),
     ));
+    // The limit on the routes' methods (`MethodRouter::route_layer`): a wrong method is
+    // answered 405 and spends nothing of the budget.
     let shared_budget = Router::new()
         .route(
             "/answers",
-            post(|| async { "{\"ok\":true}".into_response() }),
+            post(|| async { "{\"ok\":true}".into_response() }).route_layer(answers.clone()),
         )
-        .route_service(ANSWER, tower::service_fn(answer))
-        .route_layer(answers);
+        .route(
+            ANSWER,
+            post_service(tower::service_fn(answer)).route_layer(answers),
+        );
     let streams = Router::new()
         .route_service(WATCH, tower::service_fn(watch))
         .route_layer(watchers);

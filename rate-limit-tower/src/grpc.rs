@@ -4,7 +4,9 @@
 //! application/grpc`, `grpc-status` and `grpc-message` in the headers, the rate-limit
 //! headers kept as response metadata, and for a refusal or an unavailable store a
 //! `google.rpc.RetryInfo` with the wait in `grpc-status-details-bin` (a `google.rpc.Status`,
-//! base64). An admitted call's own response gets the rate-limit headers as its metadata.
+//! base64), and the same wait in `grpc-retry-pushback-ms` (what gRPC's retry policy reads:
+//! its clients wait that long before a retry, where they never read `RetryInfo`). An
+//! admitted call's own response gets the rate-limit headers as its metadata.
 //!
 //! | HTTP answer | gRPC status |
 //! |---|---|
@@ -77,6 +79,11 @@ pub(crate) fn answer(response: Response<Bytes>) -> Response<Bytes> {
         h.insert("grpc-message", v);
     }
     if let Some(secs) = wait {
+        // gRPC's own retry policy waits for this header (it never reads `RetryInfo`).
+        h.insert(
+            "grpc-retry-pushback-ms",
+            HeaderValue::from(secs.saturating_mul(1_000)),
+        );
         let status = status_proto(code, &message, secs);
         if let Ok(v) = HeaderValue::from_str(&base64(&status)) {
             h.insert("grpc-status-details-bin", v);

@@ -146,6 +146,31 @@ async fn one_budget_across_grpc_and_http_on_redis() {
 }
 
 /// Redis stopped: the answers' closed policy is `UNAVAILABLE`, with a retry hint.
+/// A wrong method on a limited route (GET on `/answers` or on the gRPC method's path) is
+/// 405 and spends nothing: the participant still has its five answers.
+#[tokio::test]
+async fn a_wrong_method_spends_nothing() {
+    let s = Server::start(app_with_store(AnyStore::Memory(MemoryStore::new())).unwrap())
+        .await
+        .unwrap();
+    for path in ["/answers", ANSWER] {
+        for _ in 0..6 {
+            let r = client()
+                .get(s.url(path))
+                .header("x-participant-id", "dora")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 405, "GET {path}");
+        }
+    }
+    let mut answered = Vec::new();
+    for _ in 0..6 {
+        answered.push(http_answer(&s, "dora").await.status().as_u16());
+    }
+    assert_eq!(answered, [200, 200, 200, 200, 200, 429]);
+}
+
 #[tokio::test]
 async fn a_stopped_redis_is_unavailable_with_a_retry_hint() {
     let mut redis = RedisServer::start();
@@ -157,12 +182,20 @@ async fn a_stopped_redis_is_unavailable_with_a_retry_hint() {
     redis.kill();
     let down = grpc_answer(&mut g, Some("carol")).await.unwrap_err();
     assert_eq!(down.code(), Code::Unavailable, "{down:?}");
-    assert!(
-        down.get_details_retry_info()
-            .and_then(|r| r.retry_delay)
-            .is_some(),
-        "{down:?}"
-    );
+    let delay = down
+        .get_details_retry_info()
+        .and_then(|r| r.retry_delay)
+        .expect("a RetryInfo");
+    // The same wait for gRPC's own retry policy, in milliseconds.
+    let pushback: u64 = down
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .expect("grpc-retry-pushback-ms")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(pushback, delay.as_secs() * 1_000, "{down:?}");
     assert_eq!(http_answer(&s, "carol").await.status(), 503);
 }
 
