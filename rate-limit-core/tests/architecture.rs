@@ -463,3 +463,35 @@ fn the_files_of_one_folder_import_each_other_without_a_circle() {
         circles.join("\n")
     );
 }
+
+// One dependency line reaches every feature: rate-limit-tower forwards each of core's
+// features, and rate-limit-axum each of tower's (but `axum`, which it turns on itself).
+
+/// The feature names of the `[features]` table of `crate_dir/Cargo.toml`.
+fn features(crate_dir: &str) -> Vec<String> {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{dir}/../{crate_dir}/Cargo.toml")).unwrap();
+    text.lines()
+        .skip_while(|l| l.trim() != "[features]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim().to_owned()))
+        .filter(|name| !name.is_empty() && !name.starts_with('#') && name != "default")
+        .collect()
+}
+
+#[test]
+fn every_lower_feature_is_forwarded_by_the_crates_above() {
+    let (core, tower, axum) = (
+        features("rate-limit-core"),
+        features("rate-limit-tower"),
+        features("rate-limit-axum"),
+    );
+    assert!(core.contains(&"redis".to_owned()), "{core:?}");
+    let missing = |from: &[String], to: &[String]| -> Vec<String> {
+        let skip = |f: &&String| *f != "axum" && !to.contains(f);
+        from.iter().filter(skip).cloned().collect()
+    };
+    assert_eq!(missing(&core, &tower), Vec::<String>::new(), "not in tower");
+    assert_eq!(missing(&tower, &axum), Vec::<String>::new(), "not in axum");
+}

@@ -35,8 +35,11 @@ use super::tls::Tls;
 use super::topology::{Map, Topology};
 use crate::error::ConfigError;
 
-/// How many redirections one command follows.
-pub(super) const MAX_REDIRECTS: u32 = 3;
+/// How many redirections one command follows. Each means the command did not run, so
+/// following them is safe; a key half migrated on a busy Cluster can answer `ASK`, then
+/// `TRYAGAIN`, then `ASK` again (three were too few under load: a request failed), and
+/// the limiter's time budget bounds the whole.
+pub(super) const MAX_REDIRECTS: u32 = 6;
 /// The pause before re-sending after `TRYAGAIN` (keys of a slot half migrated), doubled
 /// each time.
 const TRYAGAIN_PAUSE: Duration = Duration::from_millis(5);
@@ -319,7 +322,7 @@ impl Cluster {
                         (ServerErrorKind::Ask, Some((to, _))) => ask = Some(Arc::from(to)),
                         (ServerErrorKind::TryAgain, _) => {
                             tokio::time::sleep(pause).await;
-                            pause *= 2;
+                            pause = (pause * 2).min(Duration::from_millis(100));
                         }
                         _ => return Err(e),
                     }

@@ -149,7 +149,10 @@ impl DenyCache {
             if check.cost() != e.cost || !same_prefix {
                 continue;
             }
-            let elapsed = now - e.at;
+            // Saturating: `now` was read before this shard's lock, and a refusal recorded
+            // meanwhile by another task can carry a later send time (it panicked under
+            // load in debug builds, and would have aged the answer by ~2⁶⁴ µs in release).
+            let elapsed = now.saturating_sub(e.at);
             let decisions = e.decisions.iter().map(|d| d.aged(elapsed)).collect();
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Some(ChainDecision::from_decisions(decisions));
@@ -221,5 +224,31 @@ impl DenyCache {
         if lock(self.shard(digest)).remove(digest).is_some() {
             self.len.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::DenyCache;
+    use crate::chain::Chain;
+    use crate::limit::Limit;
+    use crate::principal::Principal;
+    use crate::protocol::{Decision, Outcome};
+
+    /// A refusal recorded by another task with a send time later than the lookup's clock
+    /// (read before the shard's lock): answered, aged by nothing, never an overflow.
+    #[test]
+    fn a_refusal_sent_after_the_lookups_clock_is_aged_by_nothing() {
+        let cache = DenyCache::new(64);
+        let limit = Limit::fixed_window("deny-race", 1, Duration::from_secs(60)).unwrap();
+        let chain = Chain::new().check(&limit, Principal::user("u"));
+        let minute = 60_000_000;
+        let refused = Decision::from_parts(Outcome::Denied, 1, 0, minute, minute, minute);
+        cache.record(&chain, &[refused], cache.now() + 5_000_000);
+        let answer = cache.lookup(&chain).expect("answered from the cache");
+        let (_, d) = answer.denied_by().unwrap();
+        assert_eq!(d.retry_after(), Some(Duration::from_secs(60)));
     }
 }
