@@ -49,6 +49,23 @@ impl RedisCluster {
         extra: &[&str],
         tls: Option<&crate::tls::TestCerts>,
     ) -> Self {
+        // `redis-cli --cluster create` waits for ever for a node that went away (a port
+        // or bus port another test took): bounded, and tried again on fresh ports.
+        for attempt in 1..=3 {
+            if let Some(c) = Self::try_start_nodes(binary, replicas, extra, tls) {
+                return c;
+            }
+            eprintln!("testkit: the cluster did not form (attempt {attempt}); new nodes");
+        }
+        panic!("the cluster did not form in three attempts");
+    }
+
+    fn try_start_nodes(
+        binary: Option<&versions::Binary>,
+        replicas: usize,
+        extra: &[&str],
+        tls: Option<&crate::tls::TestCerts>,
+    ) -> Option<Self> {
         let mut ports = Vec::new();
         while ports.len() < 3 * (1 + replicas) {
             let p = free_port();
@@ -91,20 +108,8 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("redis-cli is installed");
-        assert!(
-            out.status.success(),
-            "cluster create failed: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        create(&addrs, replicas, deadline)?;
         loop {
             let ok = nodes
                 .iter()
@@ -112,13 +117,12 @@ impl RedisCluster {
             if ok {
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "the cluster did not become ready"
-            );
+            if Instant::now() > deadline + Duration::from_secs(20) {
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Self { nodes }
+        Some(Self { nodes })
     }
 
     /// The nodes' URLs.
@@ -202,4 +206,36 @@ impl RedisCluster {
             })
             .collect()
     }
+}
+
+/// `redis-cli --cluster create` on `addrs`, given until `deadline` (it waits for ever for
+/// a node that went away); `None` when it ran out of time.
+fn create(addrs: &[String], replicas: usize, deadline: Instant) -> Option<()> {
+    let mut cli = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(addrs)
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-cli is installed");
+    let status = loop {
+        if let Some(status) = cli.try_wait().expect("redis-cli runs") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = cli.kill();
+            let _ = cli.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut said = String::new();
+    if let Some(mut out) = cli.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut out, &mut said);
+    }
+    assert!(status.success(), "cluster create failed: {said}");
+    Some(())
 }
