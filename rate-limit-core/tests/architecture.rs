@@ -1,4 +1,4 @@
-//! The house's shape, checked on every run (DESIGN.md, "Layers inside core"): each module
+//! The house's shape, checked on every run (docs/ARCHITECTURE.md, "core's layers"): each module
 //! of `src/` imports only from the modules below it, the Redis tree only from the protocol,
 //! the vocabulary and base, the limiter names no remote backend, and the files of one
 //! folder import each other without a circle.

@@ -80,3 +80,29 @@ pub fn client() -> reqwest::Client {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The guides' Rust blocks (`docs/*.md`, linked from the README), compiled and run the
+/// same way.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/using.md")]
+pub struct UsingGuideDoctests;
+
+/// See [`UsingGuideDoctests`].
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/operating.md")]
+pub struct OperatingGuideDoctests;
+
+/// See [`UsingGuideDoctests`].
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/grpc.md")]
+pub struct GrpcGuideDoctests;
+
+/// See [`UsingGuideDoctests`].
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/redis.md")]
+pub struct RedisGuideDoctests;
+
+/// See [`UsingGuideDoctests`].
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/examples.md")]
+pub struct ExamplesGuideDoctests;

@@ -1,5 +1,5 @@
 //! The check at start (`RedisStore::verify`) on real servers: every server of the matrix
-//! and a Cluster pass it; a user with exactly the README's ACL (and its Cluster line, on a
+//! and a Cluster pass it; a user with exactly the Redis guide's ACL (and its Cluster line, on a
 //! Cluster) passes it and runs the conformance suite; a user missing a command, or whose key pattern leaves the store's
 //! keys out, is told which; `CONFIG` renamed is said once and the store works; no
 //! password reaches the error.
@@ -9,7 +9,7 @@ use rate_limit_core::{AnyStore, RedisStore};
 use rate_limit_tests::redis::versions::Matrix;
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
 
-/// The README's ACL for a limiter user (prefix `rl`), as `ACL SETUSER` arguments.
+/// The Redis guide's ACL for a limiter user (prefix `rl`), as `ACL SETUSER` arguments.
 pub(crate) const LIMITER_ACL: &[&str] = &[
     "on",
     "resetkeys",
@@ -35,7 +35,7 @@ pub(crate) const LIMITER_ACL: &[&str] = &[
     "+config|get",
 ];
 
-/// What a Cluster's nodes add to [`LIMITER_ACL`] (the README says so).
+/// What a Cluster's nodes add to [`LIMITER_ACL`] (the Redis guide says so).
 const CLUSTER_ACL: &[&str] = &["+cluster|slots", "+asking"];
 
 const PASSWORD: &str = "s3cret-acl-password";
@@ -79,7 +79,7 @@ async fn a_cluster_and_a_user_with_the_readme_acl_pass_the_check_at_start() {
     let verified = store.verify().await.unwrap();
     assert_eq!(verified.eviction_policies.map(|p| p.len()), Some(3));
 
-    // The README's ACL and its Cluster line, on every node: the check passes and the
+    // The Redis guide's ACL and its Cluster line, on every node: the check passes and the
     // conformance suite (chains across slot groups, refunds) runs through that user.
     let mut acl = LIMITER_ACL.to_vec();
     acl.extend(CLUSTER_ACL);
@@ -99,14 +99,14 @@ async fn a_cluster_and_a_user_with_the_readme_acl_pass_the_check_at_start() {
     crate::conformance::suite(&AnyStore::Redis(user)).await;
 }
 
-/// The ACL the tests grant is the one the README shows, word for word.
+/// The ACL the tests grant is the one the Redis guide (docs/redis.md) shows, word for word.
 #[test]
 fn the_readme_shows_the_acl_the_tests_grant() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/redis.md");
     let line = readme
         .lines()
         .find(|l| l.starts_with("ACL SETUSER limiter "))
-        .expect("the README's ACL line");
+        .expect("the Redis guide's ACL line");
     let words: Vec<&str> = line
         .split(' ')
         .skip(3)
@@ -116,11 +116,11 @@ fn the_readme_shows_the_acl_the_tests_grant() {
     let cluster = format!("`{}`", CLUSTER_ACL.join(" "));
     assert!(
         readme.contains(&cluster),
-        "the README does not show {cluster}"
+        "docs/redis.md does not show {cluster}"
     );
 }
 
-/// A user with exactly the README's ACL: the check passes and the conformance suite runs
+/// A user with exactly the Redis guide's ACL: the check passes and the conformance suite runs
 /// through it, on Redis 7.0 and on Redis 6.2.
 #[tokio::test]
 async fn a_user_with_the_readme_acl_passes_and_runs_the_suite() {

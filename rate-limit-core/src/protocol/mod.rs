@@ -3,7 +3,7 @@
 //! Decisions and the receipts behind them, reservations, leased units, store errors,
 //! failure domains, the [`Store`], [`Dedupe`] and [`Slots`] traits, the shared pacer's
 //! messages, and the bans a store lists. Every store implements this protocol and
-//! imports nothing above it (see `DESIGN.md`, "Layers inside core").
+//! imports nothing above it (see `docs/ARCHITECTURE.md`, "core's layers").
 
 use std::future::Future;
 use std::sync::Arc;
