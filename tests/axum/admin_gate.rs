@@ -14,6 +14,7 @@ use rate_limit_tower::RateLimitLayer;
 use reqwest::StatusCode;
 
 use crate::admin::{OPS, app, form};
+use crate::admin_page::csrf_field;
 
 /// A client whose connections come from `ip` (a loopback address: 127.0.0.0/8 is all
 /// this machine's).
@@ -298,12 +299,7 @@ async fn the_pages_forms_work_over_http2_and_http1() {
             .unwrap();
         assert_eq!(page.version(), version);
         let html = page.text().await.unwrap();
-        let csrf = html
-            .split("name=csrf value=\"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-            .expect("a CSRF field")
-            .to_owned();
+        let csrf = csrf_field(&html);
         let post = |origin: &str| {
             c.post(s.url("/admin/forms/quota"))
                 .header("cookie", &cookie)

@@ -8,6 +8,15 @@ use rate_limit_tests::{Server, client};
 
 use crate::admin::{OPS, VIEWER, answer, answers, app, form, k};
 
+/// The CSRF token in a page's forms.
+pub(crate) fn csrf_field(html: &str) -> String {
+    html.split("name=csrf value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("a CSRF field")
+        .to_owned()
+}
+
 /// The page: a login form for a browser without a session, the page for a bearer token;
 /// the login sets an `HttpOnly; SameSite=Strict` cookie; a form without its CSRF token, or
 /// from another origin, changes nothing; with both, the quota changes and a ban is lifted.
@@ -87,12 +96,7 @@ async fn page_end_to_end(store: AnyStore) {
         .text()
         .await
         .unwrap();
-    let csrf = html
-        .split("name=csrf value=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .expect("a CSRF field")
-        .to_owned();
+    let csrf = csrf_field(&html);
     let post = |path: &'static str, fields: Vec<(&'static str, String)>, origin: String| {
         client()
             .post(s.url(path))
