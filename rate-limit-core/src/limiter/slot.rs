@@ -62,7 +62,7 @@ impl Slot {
                     // Aborted in the middle of that take (the slot dropped), the guard
                     // releases the id once the take has landed.
                     if let Ok(false) = store.renew_slot(&key, id).await {
-                        let mut pending = PendingTake::new(&store, &key, id);
+                        let pending = PendingTake::new(&store, &key, id);
                         let _ = store.take_slot(&key, id).await;
                         pending.settled();
                     }
@@ -154,22 +154,20 @@ impl<S: Store> Limiter<S> {
         // Armed while the take is out: a caller that goes away before the answer is read
         // (a cancelled request, a reset stream) leaves a take that may land; the guard
         // releases its id once the store answers, as after a timeout.
-        let mut pending = PendingTake::new(&store, key, id);
-        let failure = match tokio::time::timeout(self.timeout(), store.take_slot(key, id)).await {
-            Ok(Ok(t)) => {
-                pending.settled();
-                return answer(t, store, key, id);
-            }
-            Ok(Err(e)) if e.kind().is_retryable() => {
-                // Refused before it was sent (no connection): nothing to release.
-                pending.settled();
-                FailureReason::of(e.kind())
-            }
-            // Sent, and no answer read: the guard releases the id as it drops.
+        let pending = PendingTake::new(&store, key, id);
+        let taken = tokio::time::timeout(self.timeout(), store.take_slot(key, id)).await;
+        // Settled: answered, or refused before it was sent (no connection: nothing to
+        // release). Otherwise sent with no answer read: the guard releases the id.
+        match &taken {
+            Ok(Ok(_)) => pending.settled(),
+            Ok(Err(e)) if e.kind().is_retryable() => pending.settled(),
+            _ => drop(pending),
+        }
+        let failure = match taken {
+            Ok(Ok(t)) => return answer(t, store, key, id),
             Ok(Err(e)) => FailureReason::of(e.kind()),
             Err(_) => FailureReason::TimedOut,
         };
-        drop(pending);
         match policy {
             FailurePolicy::Open => SlotAnswer::Open(failure),
             FailurePolicy::Memory => {
@@ -186,27 +184,28 @@ impl<S: Store> Limiter<S> {
 
 /// A take sent and not yet answered: dropped armed (its caller gone, no answer read, a
 /// time-out, a lost connection), it releases the id by [`release_ghost`].
-struct PendingTake {
-    ghost: Option<(AnyStore, SlotKey, u64)>,
+struct PendingTake<'a> {
+    ghost: Option<(&'a AnyStore, &'a SlotKey, u64)>,
 }
 
-impl PendingTake {
-    fn new(store: &AnyStore, key: &SlotKey, id: u64) -> Self {
+impl<'a> PendingTake<'a> {
+    /// Borrows: nothing is cloned unless the take is abandoned.
+    fn new(store: &'a AnyStore, key: &'a SlotKey, id: u64) -> Self {
         Self {
-            ghost: Some((store.clone(), key.clone(), id)),
+            ghost: Some((store, key, id)),
         }
     }
 
     /// The take's answer was read (a slot, a refusal, or a call never sent).
-    fn settled(&mut self) {
+    fn settled(mut self) {
         self.ghost = None;
     }
 }
 
-impl Drop for PendingTake {
+impl Drop for PendingTake<'_> {
     fn drop(&mut self) {
         if let Some((store, key, id)) = self.ghost.take() {
-            release_ghost(store, key, id);
+            release_ghost(store.clone(), key.clone(), id);
         }
     }
 }
