@@ -122,12 +122,14 @@ pub fn app(cfg: &BenchConfig) -> Result<Router, ConfigError> {
         PrincipalKind::custom("key")?,
     );
     let mut limiter = Limiter::builder(store);
+    let mut limit = cfg.limit()?;
     if let Some(settings) = cfg.heavy_hitters {
-        limiter = limiter.heavy_hitters(settings);
+        limiter = limiter.heavy_hitters();
+        limit = limit.heavy_hitter_settings(settings)?;
     }
     let mut layer = RateLimitLayer::new(limiter.build()?)
         .answering(Answering::new().headers(cfg.headers))
-        .rule(Rule::new(cfg.limit()?, key.clone()));
+        .rule(Rule::new(limit, key.clone()));
     for i in 1..cfg.rules {
         layer = layer.rule(Rule::new(
             cfg.limit_named(&format!("bench-{i}"))?,

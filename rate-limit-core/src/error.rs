@@ -60,6 +60,11 @@ pub enum ConfigErrorKind {
     /// An admin API built without a token, with a token under 16 bytes or a name twice,
     /// without a store, or mounted at a path that is not `/` and letters.
     AdminInvalid,
+    /// Heavy-hitter settings for a limit whose heavy hitters are already being tracked
+    /// (with the settings it was tracked with from its first check).
+    TopSettingsLate,
+    /// A trusted proxy that is not a CIDR or an address.
+    ProxyInvalid,
 }
 
 impl ConfigErrorKind {
@@ -84,9 +89,11 @@ impl ConfigErrorKind {
             Self::HashKeyInvalid => "principal.hash_key_invalid",
             Self::RedirectInvalid => "answer.redirect_invalid",
             Self::PrefixInvalid => "ip.prefix_invalid",
+            Self::ProxyInvalid => "ip.proxy_invalid",
             Self::NoRuntime => "store.no_runtime",
             Self::LeaseInvalid => "limit.lease_invalid",
             Self::DelayInvalid => "limit.delay_invalid",
+            Self::TopSettingsLate => "limit.top_settings_late",
             Self::InFlightInvalid => "limit.in_flight_invalid",
             Self::AccessEntryInvalid => "access.entry_invalid",
             Self::AdminInvalid => "admin.invalid",

@@ -10,7 +10,6 @@ use axum::routing::post;
 use rate_limit_axum::admin::{Admin, AdminBuilder, Role};
 use rate_limit_core::store::BoxStore;
 use rate_limit_core::testing::{FaultyStore, LogCapture};
-use rate_limit_core::top::TopSettings;
 use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
 use rate_limit_tests::redis::{RedisCluster, RedisServer};
 use rate_limit_tests::{Server, client};
@@ -39,10 +38,7 @@ pub(crate) fn app_with(
     store: AnyStore,
     tune: impl FnOnce(AdminBuilder) -> AdminBuilder,
 ) -> (Router, Limit) {
-    let limiter = Limiter::builder(store)
-        .heavy_hitters(TopSettings::default())
-        .build()
-        .unwrap();
+    let limiter = Limiter::builder(store).heavy_hitters().build().unwrap();
     let who = || HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
     let minute = Duration::from_secs(60);
     let answers = Limit::fixed_window("answers", 3, minute).unwrap();

@@ -77,12 +77,15 @@ fn bounds_hold(t: &Value, truth: &HashMap<String, u64>) {
 #[tokio::test]
 async fn a_spray_of_once_pollers_frames_nobody_and_a_real_flood_stands_out() {
     let limiter = Limiter::builder(MemoryStore::new())
-        .heavy_hitters(TopSettings::new(128, Duration::from_secs(600)))
+        .heavy_hitters()
         .build()
         .unwrap();
     let who = HeaderKey::new("x-participant".parse().unwrap(), PrincipalKind::Participant);
     let layer = RateLimitLayer::new(limiter).rule(Rule::new(
-        Limit::fixed_window("poll", 1_000, Duration::from_secs(600)).unwrap(),
+        Limit::fixed_window("poll", 1_000, Duration::from_secs(600))
+            .unwrap()
+            .heavy_hitter_settings(TopSettings::new(128, Duration::from_secs(600)))
+            .unwrap(),
         who,
     ));
     let admin = Admin::builder()

@@ -182,7 +182,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
     // is limited (heavy hitters per limit).
     let mut limiter = Limiter::builder(store.clone());
     if cfg.admin_token.is_some() {
-        limiter = limiter.heavy_hitters(rate_limit_core::top::TopSettings::default());
+        limiter = limiter.heavy_hitters();
     }
     let limiter = limiter.build()?;
     // One way of answering for every layer and the handlers: 303 to the page for browsers.

@@ -15,6 +15,8 @@ pub(super) struct LimitInner {
     /// A 16-bit class from the name: the memory store gives each class its own room.
     pub(super) class: u16,
     pub(super) kind: AlgorithmKind,
+    /// The parameters it was made with (what equality compares; run-time changes aside).
+    pub(super) made: Params,
     /// A sequence lock over `a` and `b`: odd while a writer is between its stores.
     seq: AtomicU64,
     a: AtomicU64,
@@ -32,6 +34,8 @@ pub(super) struct LimitInner {
     pub(super) key_hasher: siphasher::sip128::SipHasher13,
     /// Its heavy hitters, once a limiter that tracks them has counted it.
     top: std::sync::OnceLock<crate::top::Top>,
+    /// How its heavy hitters are tracked (read once, when `top` starts).
+    top_settings: Mutex<crate::top::TopSettings>,
 }
 
 impl LimitInner {
@@ -72,6 +76,7 @@ impl LimitInner {
             name: name.into(),
             class,
             kind,
+            made: params,
             seq: AtomicU64::new(0),
             a: AtomicU64::new(a),
             b: AtomicU64::new(b),
@@ -83,6 +88,7 @@ impl LimitInner {
             delay: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
             key_hasher: crate::digest::key_hasher(name),
             top: std::sync::OnceLock::new(),
+            top_settings: Mutex::new(crate::top::TopSettings::default()),
         }
     }
 }
@@ -97,11 +103,62 @@ impl Limit {
         self.inner.top.get().map(|t| t.report(n, now))
     }
 
+    /// How this limit's heavy hitters are tracked, when a limiter that tracks them
+    /// ([`LimiterBuilder::heavy_hitters`](crate::limiter::LimiterBuilder::heavy_hitters))
+    /// checks it (default [`TopSettings::default`](crate::top::TopSettings::default)): the
+    /// settings are the limit's, so every limiter that checks it counts into one sketch of
+    /// one shape. `limit.top_settings_late` once its heavy hitters are being tracked (a
+    /// limiter checked it already): set them where the limit is made.
+    ///
+    /// ```
+    /// use rate_limit_core::Limit;
+    /// use rate_limit_core::top::TopSettings;
+    /// use std::time::Duration;
+    ///
+    /// let poll = Limit::sliding_window("poll", 20, Duration::from_secs(60))?
+    ///     .heavy_hitter_settings(TopSettings::new(512, Duration::from_secs(600)))?;
+    /// # let _ = poll;
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    pub fn heavy_hitter_settings(
+        self,
+        settings: crate::top::TopSettings,
+    ) -> Result<Self, ConfigError> {
+        let late = {
+            let mut current = self
+                .inner
+                .top_settings
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let late = self.inner.top.get().is_some() && *current != settings;
+            if !late {
+                *current = settings;
+            }
+            late
+        };
+        if late {
+            return Err(ConfigError::new(
+                ConfigErrorKind::TopSettingsLate,
+                self.name().to_owned(),
+                "its heavy hitters are tracked already; set their settings where the limit is made",
+            ));
+        }
+        Ok(self)
+    }
+
+    /// How this limit's heavy hitters are tracked.
+    pub fn top_settings(&self) -> crate::top::TopSettings {
+        *self
+            .inner
+            .top_settings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Counts an admission of `used` units, or `refused` refusals, of `principal`, whose
     /// key under this limit has the digest `digest`.
     pub(crate) fn observe(
         &self,
-        settings: crate::top::TopSettings,
         (digest, principal): (u64, &Principal),
         (used, refused): (u64, u64),
         now: std::time::Instant,
@@ -109,8 +166,21 @@ impl Limit {
         let top = self
             .inner
             .top
-            .get_or_init(|| crate::top::Top::new(settings, now));
+            .get_or_init(|| crate::top::Top::new(self.top_settings(), now));
         top.record(digest, principal, used, refused, now);
+    }
+
+    /// What equality compares: the name, the parameters the limit was made with, its lease
+    /// and its delay (see the `PartialEq` impl).
+    pub(super) fn made_alike(&self, other: &Self) -> bool {
+        let i = (&self.inner, &other.inner);
+        let same =
+            |a: &AtomicU64, b: &AtomicU64| a.load(Ordering::Relaxed) == b.load(Ordering::Relaxed);
+        i.0.name == i.1.name
+            && i.0.made == i.1.made
+            && same(&i.0.lease_slice, &i.1.lease_slice)
+            && same(&i.0.lease_us, &i.1.lease_us)
+            && i.0.delay.iter().zip(&i.1.delay).all(|(a, b)| same(a, b))
     }
 
     /// How many times the parameters were changed at run time (caches key on it).

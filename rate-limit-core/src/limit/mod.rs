@@ -75,9 +75,14 @@ impl fmt::Debug for Limit {
     }
 }
 
+/// Two limits are equal when they were made alike: the same name, algorithm and
+/// parameters as made, the same lease and delay. What changes while a limit runs (a quota
+/// set by [`Limit::set_quota`], per-principal overrides, the heavy hitters seen) is not
+/// compared: a limit equals what was written for it, and stays equal to it while it runs.
+/// Whether two handles are clones of one limit (one live state) is `Limit::same`.
 impl PartialEq for Limit {
     fn eq(&self, other: &Self) -> bool {
-        self.inner.name == other.inner.name && self.inner.load() == other.inner.load()
+        self.made_alike(other)
     }
 }
 
@@ -97,6 +102,12 @@ impl Limit {
     pub const MAX_BAN_AFTER: u64 = MAX_BAN_AFTER;
     /// The longest name of a limit, in bytes (letters, digits, `-`, `_`, `.`).
     pub const MAX_NAME_LEN: usize = crate::name::MAX_NAME_LEN;
+
+    /// Whether `self` and `other` are clones of one limit: one live state (run-time
+    /// quota, overrides, heavy hitters), shared.
+    pub fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
 
     fn build(name: &str, params: Params) -> Self {
         Self {

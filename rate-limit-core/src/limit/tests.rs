@@ -197,3 +197,72 @@ fn bucket_interval_rounds_up() {
         }
     );
 }
+
+#[test]
+fn equality_is_what_was_written_and_sameness_is_one_live_limit() {
+    let a = Limit::fixed_window("a", 10, MIN).unwrap();
+    let written_alike = Limit::fixed_window("a", 10, MIN).unwrap();
+    assert_eq!(a, written_alike);
+    assert!(!a.same(&written_alike), "two limits, two live states");
+    assert!(a.same(&a.clone()));
+    // A run-time change moves neither: equality is about what was written.
+    a.set_quota(3).unwrap();
+    assert_eq!(a.quota(), 3);
+    assert_eq!(a, written_alike);
+    // What was written differently differs: the quota, the window, the algorithm, the name,
+    // a lease.
+    for other in [
+        Limit::fixed_window("a", 11, MIN).unwrap(),
+        Limit::fixed_window("a", 10, MIN * 2).unwrap(),
+        Limit::sliding_window("a", 10, MIN).unwrap(),
+        Limit::fixed_window("b", 10, MIN).unwrap(),
+        Limit::fixed_window("a", 10, MIN)
+            .unwrap()
+            .leased(2, Duration::from_millis(20))
+            .unwrap(),
+    ] {
+        assert_ne!(a, other, "{other:?}");
+    }
+}
+
+#[tokio::test]
+async fn heavy_hitter_settings_are_the_limits_and_cannot_change_once_tracked() {
+    use crate::top::TopSettings;
+    use crate::{Chain, FailurePolicy, Limiter, MemoryStore, Principal};
+    let wide = TopSettings::new(512, Duration::from_secs(600));
+    let limit = Limit::fixed_window("hh", 100, MIN)
+        .unwrap()
+        .heavy_hitter_settings(wide)
+        .unwrap();
+    assert_eq!(limit.top_settings(), wide);
+    // Two limiters tracking the one limit count into its one sketch, of its one shape.
+    let (one, two) = (
+        Limiter::builder(MemoryStore::new())
+            .heavy_hitters()
+            .build()
+            .unwrap(),
+        Limiter::builder(MemoryStore::new())
+            .heavy_hitters()
+            .build()
+            .unwrap(),
+    );
+    let chain = Chain::new().check(&limit, Principal::user("ada"));
+    for limiter in [&one, &two] {
+        assert!(
+            limiter
+                .check(&chain, FailurePolicy::Closed)
+                .await
+                .is_allowed()
+        );
+    }
+    let report = limit.heavy_hitters(5).expect("tracked");
+    assert_eq!(report.by_use[0].count(), 2, "{report:?}");
+    assert_eq!(report.capacity, 512);
+    // Settings given once it is tracked are refused, never silently ignored; the same
+    // settings again are no change.
+    let narrow = TopSettings::new(8, Duration::from_secs(60));
+    let late = limit.clone().heavy_hitter_settings(narrow).unwrap_err();
+    assert_eq!(late.code(), "limit.top_settings_late");
+    assert!(limit.clone().heavy_hitter_settings(wide).is_ok());
+    assert_eq!(limit.top_settings(), wide);
+}

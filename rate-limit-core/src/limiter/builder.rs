@@ -24,7 +24,7 @@ pub struct LimiterBuilder<S> {
     pub(super) cooldown: Duration,
     pub(super) quiet: Duration,
     pub(super) fallback: Option<MemoryStore>,
-    pub(super) top: Option<crate::top::TopSettings>,
+    pub(super) top: bool,
 }
 
 impl<S: Store> LimiterBuilder<S> {
@@ -77,12 +77,14 @@ impl<S: Store> LimiterBuilder<S> {
     /// Tracks who is being limited: per limit, the principals that use it the most and
     /// that it refuses the most, over the recent window, in this process
     /// ([`Limit::heavy_hitters`](crate::Limit::heavy_hitters); see [`crate::top`]).
-    /// Off by default. Each limit keeps four sketches of `settings`' capacity (use and
-    /// refusals, this window and the last): about 140 bytes per counter, 70 KiB per limit
-    /// at the default 128, whatever the number of principals. A check costs one lock and
-    /// a heap update per limit of its chain.
-    pub fn heavy_hitters(mut self, settings: crate::top::TopSettings) -> Self {
-        self.top = Some(settings);
+    /// Off by default. Each limit keeps four sketches of its settings' capacity (use and
+    /// refusals, this window and the last; [`Limit::heavy_hitter_settings`](crate::Limit::heavy_hitter_settings),
+    /// default 128 counters and a minute): about 140 bytes per counter, 70 KiB per limit
+    /// at the default, whatever the number of principals. A check costs one lock and a
+    /// heap update per limit of its chain. The settings are the limit's, not the
+    /// limiter's: every limiter tracking a limit counts into its one sketch.
+    pub fn heavy_hitters(mut self) -> Self {
+        self.top = true;
         self
     }
 

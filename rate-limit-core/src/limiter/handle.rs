@@ -47,7 +47,8 @@ pub(crate) struct LimiterInner<S> {
     /// cools down, falls back and logs for the keys it owns, not for every key.
     pub(super) health: Box<[Health]>,
     /// Heavy hitters tracked per limit ([`LimiterBuilder::heavy_hitters`]), or not.
-    pub(super) top: Option<crate::top::TopSettings>,
+    /// Whether checks feed the limits' heavy hitters.
+    pub(super) top: bool,
 }
 
 impl<S> fmt::Debug for Limiter<S> {
@@ -127,7 +128,7 @@ impl<S: Store> Limiter<S> {
             cooldown: DEFAULT_COOLDOWN,
             quiet: DEFAULT_QUIET_PERIOD,
             fallback: None,
-            top: None,
+            top: false,
         }
     }
 
@@ -219,7 +220,7 @@ impl<S: Store> Limiter<S> {
     /// used, the refusing check one refusal. A store that could not answer feeds nothing.
     #[inline]
     fn observe(&self, chain: &Chain, answer: &Answer) {
-        let (Some(settings), Some(d)) = (self.inner.top, answer.decision()) else {
+        let (true, Some(d)) = (self.inner.top, answer.decision()) else {
             return;
         };
         let now = Instant::now().into_std();
@@ -229,14 +230,14 @@ impl<S: Store> Limiter<S> {
                 for c in checks {
                     let k = c.key();
                     let who = (k.digest()[0], k.principal());
-                    k.limit().observe(settings, who, (c.cost(), 0), now);
+                    k.limit().observe(who, (c.cost(), 0), now);
                 }
             }
             Some((i, _)) => {
                 if let Some(c) = checks.get(i) {
                     let k = c.key();
                     k.limit()
-                        .observe(settings, (k.digest()[0], k.principal()), (0, 1), now);
+                        .observe((k.digest()[0], k.principal()), (0, 1), now);
                 }
             }
         }

@@ -38,6 +38,8 @@ pub struct Decision {
     delay_us: u32,
     /// A ban's decision ([`Limit::ban`](crate::Limit::ban)).
     ban: bool,
+    /// Refused because the line of requests held for a delayed limit was full.
+    line_full: bool,
 }
 
 impl Decision {
@@ -54,6 +56,7 @@ impl Decision {
             window_us,
             delay_us: 0,
             ban: false,
+            line_full: false,
         }
     }
 
@@ -74,6 +77,7 @@ impl Decision {
             window_us,
             delay_us: 0,
             ban: false,
+            line_full: false,
         }
     }
 
@@ -92,6 +96,7 @@ impl Decision {
             window_us,
             delay_us: 0,
             ban: false,
+            line_full: false,
         }
     }
 
@@ -175,6 +180,12 @@ impl Decision {
     /// banned, for [`retry_after`](Self::retry_after) more.
     pub fn is_ban(&self) -> bool {
         self.ban
+    }
+
+    /// Whether this refusal is a delayed limit's, whose line of held requests was full
+    /// ([`Holding`](crate::limiter::Holding)): the request fit the limit but could not wait.
+    pub fn is_line_full(&self) -> bool {
+        self.line_full
     }
 
     /// The same decision, marked as a ban's.
@@ -388,8 +399,10 @@ impl ChainDecision {
         }
         if let Some(d) = self.decisions.get(i).copied() {
             let retry = u64::try_from(retry_after.as_micros()).unwrap_or(u64::MAX);
-            self.decisions[i] =
-                Decision::denied(d.limit, d.remaining, d.reset_after_us, retry, d.window_us);
+            self.decisions[i] = Decision {
+                line_full: true,
+                ..Decision::denied(d.limit, d.remaining, d.reset_after_us, retry, d.window_us)
+            };
             self.denied_at = Some(i);
         }
         self
