@@ -8,7 +8,7 @@ use http::request::Parts;
 use rate_limit_core::limiter::{FailureReason, Holding, Reservation, Slot, SlotAnswer, SlotKey};
 use rate_limit_core::{AnyStore, Chain, Check, Decision, FailurePolicy, Limiter};
 use rate_limit_tower::extract::Rejection;
-use rate_limit_tower::{Answering, RateLimitInfo, Verdict};
+use rate_limit_tower::{Answering, RateLimitInfo, Refusal, Verdict};
 
 /// Checks limits from inside a handler, with the same limiter, timeout and failure
 /// policies as the layer, and the same answers. Take it from state:
@@ -50,6 +50,9 @@ pub struct HandlerLimiter {
     limiter: Limiter<AnyStore>,
     answering: Answering,
     holding: Holding,
+    /// What a refusal's form depends on, copied from the request when taken as an
+    /// extractor: `accept` (a browser), `content-type` (a gRPC call), `origin` (CORS).
+    head: http::HeaderMap,
 }
 
 impl HandlerLimiter {
@@ -59,6 +62,7 @@ impl HandlerLimiter {
             limiter,
             answering: Answering::new(),
             holding: Holding::default(),
+            head: http::HeaderMap::new(),
         }
     }
 
@@ -93,30 +97,27 @@ impl HandlerLimiter {
         &self.limiter
     }
 
-    /// Checks `chain` in one store call; `Err` is the response to send (429, or 503 when
-    /// the store is down and `policy` fails closed).
+    /// Checks `chain` in one store call; `Err` is the response to send: the 429 (or, for a
+    /// browser, the redirect to the page set with [`Answering::redirect_browsers`]; for a
+    /// gRPC call, its status), or the 503 when the store is down and `policy` fails closed.
+    ///
+    /// Taken as an extractor (as above), the limiter knows the request it answers; taken
+    /// from state by hand it does not, and answers as for an API client (use
+    /// [`check_for`](Self::check_for) then).
     pub async fn check(&self, chain: &Chain, policy: FailurePolicy) -> Result<Admitted, Refused> {
-        rate_limit_tower::check_bans(chain)?;
+        self.bans(chain, &self.head)?;
         let answer = self.answer(chain, policy).await;
-        match self.answering.verdict_for(answer, chain, false) {
-            Verdict::Proceed(info) => Ok(Admitted {
-                info,
-                answering: self.answering.clone(),
-            }),
-            Verdict::Respond(resp) => Err(Refused(resp.map(axum::body::Body::from))),
-        }
+        self.check_answer(answer, chain, &self.head)
     }
 
-    /// Like [`check`](Self::check), for a request with these headers: a refused browser
-    /// (`Accept: text/html`) is sent to the page set with
-    /// [`Answering::redirect_browsers`].
+    /// Like [`check`](Self::check), answering as for a request with these headers.
     pub async fn check_for(
         &self,
         chain: &Chain,
         policy: FailurePolicy,
         headers: &http::HeaderMap,
     ) -> Result<Admitted, Refused> {
-        rate_limit_tower::check_bans(chain)?;
+        self.bans(chain, headers)?;
         let answer = self.answer(chain, policy).await;
         self.check_answer(answer, chain, headers)
     }
@@ -132,7 +133,7 @@ impl HandlerLimiter {
         policy: FailurePolicy,
         headers: &http::HeaderMap,
     ) -> Result<Reserved, Refused> {
-        rate_limit_tower::check_bans(chain)?;
+        self.bans(chain, headers)?;
         let answer = self.answer(chain, policy).await;
         let reservation = answer.reservation(chain);
         let admitted = self.check_answer(answer, chain, headers)?;
@@ -151,14 +152,26 @@ impl HandlerLimiter {
         chain: &Chain,
         headers: &http::HeaderMap,
     ) -> Result<Admitted, Refused> {
-        let html = rate_limit_tower::accepts_html(headers);
-        match self.answering.verdict_for(answer, chain, html) {
+        match self.answering.verdict_for(answer, chain) {
             Verdict::Proceed(info) => Ok(Admitted {
                 info,
                 answering: self.answering.clone(),
             }),
-            Verdict::Respond(resp) => Err(Refused(resp.map(axum::body::Body::from))),
+            Verdict::Refuse(refusal) => Err(self.refused(refusal, headers)),
         }
+    }
+
+    /// A ban in `chain` keyed on a principal the requester does not own: the operator's
+    /// error, answered through the responder.
+    #[allow(clippy::result_large_err)]
+    fn bans(&self, chain: &Chain, headers: &http::HeaderMap) -> Result<(), Refused> {
+        rate_limit_tower::check_bans(chain).map_err(|r| self.refused(r.into(), headers))
+    }
+
+    /// The response to `refusal`, for a request with these headers.
+    fn refused(&self, refusal: Refusal, headers: &http::HeaderMap) -> Refused {
+        let resp = self.answering.respond(refusal, headers);
+        Refused(resp.map(axum::body::Body::from))
     }
 
     /// Takes a slot of an in-flight limit ([`InFlight`](rate_limit_core::InFlight)) for
@@ -176,26 +189,13 @@ impl HandlerLimiter {
             SlotAnswer::Taken(slot) => Ok(Some(slot)),
             SlotAnswer::Open(_) => Ok(None),
             SlotAnswer::Full { max, retry_after } => {
-                let html = rate_limit_tower::accepts_html(headers);
                 let name = std::sync::Arc::from(key.in_flight().name());
-                let resp = self
-                    .answering
-                    .in_flight_refused(name, max, retry_after, html);
-                Err(Refused(resp.map(axum::body::Body::from)))
+                Err(self.refused(Refusal::in_flight(name, max, retry_after), headers))
             }
             // Closed (or a kind this version does not know): 503, as the layer answers.
-            other => {
-                let reason = match other {
-                    SlotAnswer::Closed(reason) => reason,
-                    _ => FailureReason::Failed,
-                };
-                let closed = rate_limit_core::Answer::Closed {
-                    reason,
-                    retry_after: std::time::Duration::from_secs(1),
-                };
-                // A closed answer is always a response; `Ok` cannot happen.
-                self.check_answer(closed, &Chain::new(), headers)
-                    .map(|_| None)
+            _ => {
+                let wait = std::time::Duration::from_secs(1);
+                Err(self.refused(Refusal::unavailable(wait), headers))
             }
         }
     }
@@ -219,8 +219,18 @@ where
 {
     type Rejection = Infallible;
 
-    async fn from_request_parts(_: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self::from_ref(state))
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let mut limiter = Self::from_ref(state);
+        for name in [
+            http::header::ACCEPT,
+            http::header::CONTENT_TYPE,
+            http::header::ORIGIN,
+        ] {
+            for value in parts.headers.get_all(&name) {
+                limiter.head.append(name.clone(), value.clone());
+            }
+        }
+        Ok(limiter)
     }
 }
 

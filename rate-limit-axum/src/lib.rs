@@ -49,7 +49,15 @@
 //!     .route_layer(per_game)
 //!     .route("/healthz", get(|| async { "ok" }))
 //!     .layer(guard);
-//! # let _ = app; Ok(()) }
+//! # let _ = serve(app); Ok(()) }
+//!
+//! // `client_ip()` reads the TCP peer from `ConnectInfo`: serve with connect info, or
+//! // every limited request is answered 500 `ip.no_peer`.
+//! async fn serve(app: Router) -> std::io::Result<()> {
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//!     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+//!     axum::serve(listener, app).await
+//! }
 //! ```
 
 #![cfg_attr(docsrs, feature(doc_cfg))]

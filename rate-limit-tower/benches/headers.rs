@@ -55,7 +55,7 @@ fn headers(c: &mut Criterion) {
         ] {
             let answering = Answering::new().headers(style);
             let Verdict::Proceed(Some(info)) =
-                answering.verdict_for(Answer::Store(d.clone()), &chain, false)
+                answering.verdict_for(Answer::Store(d.clone()), &chain)
             else {
                 panic!("an allowed chain proceeds with headers");
             };

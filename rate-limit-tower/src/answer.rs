@@ -5,20 +5,46 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http::header::{ORIGIN, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Response};
 use rate_limit_core::{Answer, Chain, ConfigError, ConfigErrorKind};
 
+use crate::grpc::{self, GrpcResponder};
 use crate::headers::{self, HeaderStyle, RateLimitInfo};
 use crate::meters::{ByNames, Meters};
-use crate::response::{self, JsonResponder, Responder};
+use crate::refusal::Refusal;
+use crate::response::{JsonResponder, RedirectResponder, Responder};
 
-/// What to do with a request once the limiter answered.
+/// What to do with a request once its limits answered: go ahead, or refuse it.
+///
+/// The one proceed-or-refuse value of the layer and of the in-handler limiter. `P` is what
+/// an admitted response needs: for [`Answering::verdict_for`]'s callers, the headers' view
+/// (`None` when a store failure let the request through unchecked).
 #[derive(Debug)]
-pub enum Verdict {
-    /// Go ahead; add these headers to the response (none when the store failed open).
-    Proceed(Option<RateLimitInfo>),
-    /// Answer with this instead: a 429, a 303 for a browser, or a 503.
-    Respond(Response<Bytes>),
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a refusal is built once and moved into its response; boxing it would add an \
+              allocation to every refusal, and the admitted path moves no verdict (measured \
+              with callgrind: BENCHMARKS.md)"
+)]
+pub enum Verdict<P = Option<RateLimitInfo>> {
+    /// Go ahead.
+    Proceed(P),
+    /// Refuse; [`Answering::respond`] makes the response.
+    Refuse(Refusal),
+}
+
+/// What the request told us that a response needs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx {
+    /// `Accept` has `text/html` and refusals redirect browsers (else not asked).
+    pub(crate) wants_html: bool,
+    pub(crate) origin: bool,
+    /// Whether the response keeps its [`RateLimitInfo`] (for an outer layer, or because the
+    /// layer was told to).
+    pub(crate) record: bool,
+    /// A gRPC call: refusals are gRPC statuses ([`crate::grpc`]).
+    pub(crate) grpc: bool,
 }
 
 /// How refusals and headers are written: header style, the 429 body, shadow mode, and
@@ -45,7 +71,7 @@ pub struct Answering {
     pub(crate) style: HeaderStyle,
     pub(crate) responder: Arc<dyn Responder>,
     pub(crate) shadow: bool,
-    pub(crate) redirect: Option<HeaderValue>,
+    pub(crate) redirect: Option<RedirectResponder>,
     /// The redirect target's path, exempt from every layer that answers this way.
     pub(crate) redirect_path: Option<String>,
     /// The most whole seconds added to a refusal's `Retry-After` (0: none).
@@ -94,7 +120,8 @@ impl Answering {
         self
     }
 
-    /// Replaces the 429 body writer.
+    /// Replaces the responder of every refusal but a gRPC call's and a redirected browser's
+    /// (default [`JsonResponder`]; see [`Responder`]).
     #[must_use]
     pub fn with_responder(mut self, responder: impl Responder) -> Self {
         self.responder = Arc::new(responder);
@@ -108,7 +135,9 @@ impl Answering {
         self
     }
 
-    /// Sends a refused request whose `Accept` includes `text/html` to this page with 303.
+    /// Sends a refused request whose `Accept` includes `text/html` to this page with 303;
+    /// `{retry_after}` in `path` becomes the wait in whole seconds
+    /// (`/too-many-requests?wait={retry_after}`: see [`RedirectResponder`]).
     /// Every layer answering this way exempts the page, so a refused browser never loops
     /// (exempt it from limits applied elsewhere too). `answer.redirect_invalid` for a path
     /// that is not a valid `Location` value.
@@ -120,7 +149,7 @@ impl Answering {
                 "the page must be a valid Location header value (visible ASCII)",
             )
         })?;
-        self.redirect = Some(location);
+        self.redirect = Some(RedirectResponder::new(location));
         self.redirect_path = Some(path.split(['?', '#']).next().unwrap_or(path).to_owned());
         Ok(self)
     }
@@ -172,8 +201,9 @@ impl Answering {
         self.redirect_path.as_deref()
     }
 
-    /// The answer for `chain`, whose limits name the policies in the headers.
-    pub fn verdict_for(&self, answer: Answer, chain: &Chain, wants_html: bool) -> Verdict {
+    /// The verdict on `answer` for `chain`, whose limits name the policies in the headers;
+    /// a refusal is answered with [`respond`](Self::respond).
+    pub fn verdict_for(&self, answer: Answer, chain: &Chain) -> Verdict {
         let names: Vec<Arc<str>> = chain
             .checks()
             .iter()
@@ -182,33 +212,49 @@ impl Answering {
         let seed = self.jitter_seed(&answer, chain);
         // Counted like a layer's decisions, in series kept per chain of limits.
         let meters = self.meters.get(&names);
-        self.verdict(answer, &names, &meters, wants_html, seed)
+        self.verdict(answer, &names, &meters, seed)
     }
 
-    /// The answer when every slot of an in-flight limit named `name` is held (see
-    /// [`InFlightRule`](crate::InFlightRule)): 429 (303 to the page for a browser) with the
-    /// responder's body, the limit in the headers (`qu="concurrent-requests"`) and
-    /// `Retry-After`.
-    pub fn in_flight_refused(
-        &self,
-        name: Arc<str>,
-        max: u32,
-        retry_after: std::time::Duration,
-        wants_html: bool,
-    ) -> Response<Bytes> {
-        let info = RateLimitInfo::refused_in_flight(name, u64::from(max), retry_after);
-        let denied = info.headline().clone();
-        let mut resp = match (&self.redirect, wants_html) {
-            (Some(page), true) => response::redirect(page),
-            _ => self.responder.limited(&denied),
+    /// The response to `refusal` for a request with these headers: a gRPC call's status,
+    /// a browser's redirect (when set and the refusal is a 429 with a wait), else the
+    /// responder's; with `Retry-After`, the rate-limit headers, `WWW-Authenticate` for a
+    /// 401, CORS exposure for a request with `Origin`, and the refusal's [`RateLimitInfo`]
+    /// in the extensions.
+    pub fn respond(&self, refusal: Refusal, request: &HeaderMap) -> Response<Bytes> {
+        let grpc = grpc::is_grpc(request);
+        let ctx = Ctx {
+            wants_html: !grpc && self.redirect.is_some() && accepts_html(request),
+            origin: request.contains_key(ORIGIN),
+            record: true,
+            grpc,
         };
-        // A response of our own: nothing to replace, and the policy as last rendered.
-        info.write_fresh(self.style, resp.headers_mut(), &self.policy);
-        if let Some(secs) = denied.retry_after_secs() {
-            resp.headers_mut()
-                .insert(http::header::RETRY_AFTER, headers::retry_after(secs));
+        self.render(refusal, ctx)
+    }
+
+    /// The response to `refusal` (see [`respond`](Self::respond)).
+    pub(crate) fn render(&self, mut refusal: Refusal, ctx: Ctx) -> Response<Bytes> {
+        let mut resp = match &self.redirect {
+            _ if ctx.grpc => GrpcResponder.respond(&refusal),
+            Some(page) if ctx.wants_html && refusal.redirects() => page.respond(&refusal),
+            _ => self.responder.respond(&refusal),
+        };
+        let h = resp.headers_mut();
+        if let Some(info) = refusal.info() {
+            // A response of our own: nothing to replace, and the policy as last rendered.
+            info.write_fresh(self.style, h, &self.policy);
         }
-        resp.extensions_mut().insert(info);
+        if let Some(secs) = refusal.retry_after_secs() {
+            h.insert(RETRY_AFTER, headers::retry_after(secs));
+        }
+        if let Some(challenge) = refusal.challenge() {
+            h.insert(WWW_AUTHENTICATE, challenge.clone());
+        }
+        if ctx.origin {
+            headers::expose(h);
+        }
+        if let Some(info) = refusal.take_info() {
+            resp.extensions_mut().insert(info);
+        }
         resp
     }
 
@@ -223,7 +269,6 @@ impl Answering {
         answer: Answer,
         names: &[Arc<str>],
         meters: &Meters,
-        wants_html: bool,
         seed: u64,
     ) -> Verdict {
         match answer {
@@ -233,47 +278,7 @@ impl Answering {
                     crate::trace::admitted(names, &d);
                     return Verdict::Proceed(RateLimitInfo::from_chain(names, &d));
                 }
-                let (refused, ban) = d.denied_by().map_or((0, false), |(i, x)| (i, x.is_ban()));
-                crate::trace::refused(names, &d, self.shadow);
-                let Some(info) = RateLimitInfo::from_chain(names, &d) else {
-                    return Verdict::Proceed(None);
-                };
-                let denied = info
-                    .denied_by()
-                    .cloned()
-                    .unwrap_or_else(|| info.headline().clone());
-                if self.shadow {
-                    meters.refused(refused, ban, true);
-                    tracing::info!(
-                        name: "rate_limit.shadow_limited",
-                        target: "rate_limit.shadow_limited",
-                        limit = denied.name(),
-                        "shadow mode: this request would have been refused"
-                    );
-                    return Verdict::Proceed(Some(info.shadow()));
-                }
-                meters.refused(refused, ban, false);
-                let retry = denied
-                    .retry_after_secs()
-                    .map(|secs| secs + self.extra(seed, denied.window_secs()));
-                let denied = match retry {
-                    Some(secs) => denied.with_retry_after(secs),
-                    None => denied,
-                };
-                // The 429 and the 303 alike carry the refusing limit's fields, and the
-                // record an outer layer merges (a refusal here outranks its allowance).
-                let mut resp = match (&self.redirect, wants_html, retry) {
-                    (Some(page), true, Some(_)) => response::redirect(page),
-                    _ => self.responder.limited(&denied),
-                };
-                // A response of our own: nothing to replace, and the policy as last rendered.
-                info.write_fresh(self.style, resp.headers_mut(), &self.policy);
-                resp.extensions_mut().insert(info);
-                if let Some(secs) = retry {
-                    resp.headers_mut()
-                        .insert(http::header::RETRY_AFTER, headers::retry_after(secs));
-                }
-                Verdict::Respond(resp)
+                self.refused(&d, names, meters, seed)
             }
             Answer::Open(_) => {
                 crate::trace::failed(true);
@@ -281,11 +286,51 @@ impl Answering {
             }
             Answer::Closed { retry_after, .. } => {
                 crate::trace::failed(false);
-                Verdict::Respond(response::unavailable(headers::ceil_secs(retry_after)))
+                Verdict::Refuse(Refusal::unavailable(retry_after))
             }
             // `Answer` is non-exhaustive; a kind this version does not know fails closed.
-            _ => Verdict::Respond(response::unavailable(1)),
+            _ => Verdict::Refuse(Refusal::unavailable(std::time::Duration::from_secs(1))),
         }
+    }
+
+    /// A refused chain's verdict: refused, or let through in shadow mode.
+    fn refused(
+        &self,
+        d: &rate_limit_core::ChainDecision,
+        names: &[Arc<str>],
+        meters: &Meters,
+        seed: u64,
+    ) -> Verdict {
+        let (refused, ban, line_full) = d.denied_by().map_or((0, false, false), |(i, x)| {
+            (i, x.is_ban(), x.is_line_full())
+        });
+        crate::trace::refused(names, d, self.shadow);
+        let Some(info) = RateLimitInfo::from_chain(names, d) else {
+            return Verdict::Proceed(None);
+        };
+        let denied = info
+            .denied_by()
+            .cloned()
+            .unwrap_or_else(|| info.headline().clone());
+        if self.shadow {
+            meters.refused(refused, ban, true);
+            tracing::info!(
+                name: "rate_limit.shadow_limited",
+                target: "rate_limit.shadow_limited",
+                limit = denied.name(),
+                "shadow mode: this request would have been refused"
+            );
+            return Verdict::Proceed(Some(info.shadow()));
+        }
+        meters.refused(refused, ban, false);
+        let denied = match denied.retry_after_secs() {
+            Some(secs) => {
+                let extra = self.extra(seed, denied.window_secs());
+                denied.with_retry_after(secs + extra)
+            }
+            None => denied,
+        };
+        Verdict::Refuse(Refusal::limited(denied, info, ban, line_full))
     }
 }
 

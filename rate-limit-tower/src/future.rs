@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -13,30 +14,92 @@ use rate_limit_core::limiter::{Ask, Reservation, Slot, SlotAnswer, SlotKey};
 use rate_limit_core::{Answer, Chain};
 use tower_service::Service;
 
+use crate::answer::{Ctx, Verdict};
 use crate::body::LimitBody;
 use crate::headers::Record;
 use crate::meters::Meters;
 use crate::nesting;
-use crate::response;
-use crate::shared::{Ctx, Next, Shared};
+use crate::refusal::Refusal;
+use crate::shared::Shared;
+
+/// What an admitted request's response needs: the headers' record, what it reserved (a
+/// rule counting by outcome), and the in-flight slots it holds until its body ends.
+#[derive(Debug)]
+pub(crate) struct Admit {
+    pub(crate) record: Record,
+    pub(crate) reservation: Option<Reservation>,
+    pub(crate) slots: Vec<Slot>,
+}
 
 /// The store calls of one request (boxed: its type cannot be named).
-pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Admission> + Send>>);
+pub(crate) struct CheckFuture(Pin<Box<dyn Future<Output = Verdict<Admit>> + Send>>);
 
-/// What the store calls decided.
-pub(crate) enum Admission {
-    /// The rules' answer.
-    Answer {
-        answer: Answer,
-        /// What it reserved, when a rule counts by outcome.
-        reservation: Option<Reservation>,
-        /// The in-flight slots taken.
-        slots: Vec<Slot>,
-        /// The refused principal's jitter seed.
-        seed: u64,
-    },
-    /// An in-flight limit refused (429), or its store failed closed (503).
-    Respond(Response<Bytes>),
+/// Why a request's verdict waits for a future: the store must be asked, or an answer held.
+pub(crate) enum Later {
+    /// Not answered from memory: the store is asked, the memory front not passed again.
+    Ask(Ask),
+    /// Over a delayed limit's threshold: held first (boxed: rare, and it is boxed into
+    /// the check future anyway).
+    Hold(Box<Answer>),
+}
+
+impl Later {
+    /// The future that finishes the check of `chain`.
+    pub(crate) fn check(self, shared: Arc<Shared>, chain: Chain) -> CheckFuture {
+        match self {
+            Self::Ask(ask) => CheckFuture::new(shared, chain, Some(ask)),
+            Self::Hold(answer) => CheckFuture::held(shared, chain, *answer),
+        }
+    }
+}
+
+/// The verdict on `chain` now, when the store answers from memory (the memory store; the
+/// Redis deny cache) and nothing is held; else why it must wait.
+#[inline(always)]
+#[allow(
+    clippy::result_large_err,
+    reason = "inlined into `call`: the verdict is built in place (see `Verdict`)"
+)]
+pub(crate) fn decide_now(shared: &Shared, chain: &Chain) -> Result<Verdict<Admit>, Later> {
+    let answer = shared
+        .limiter
+        .try_check_or_ask(chain, shared.policy)
+        .map_err(Later::Ask)?;
+    shared.note_failure(&answer, chain);
+    if answer.decision().is_some_and(|d| !d.delay().is_zero()) {
+        return Err(Later::Hold(Box::new(answer)));
+    }
+    let reservation = shared.reservation(&answer, chain);
+    // Admitted (the common case): the answer is read where it lies, not moved.
+    if let Some(record) = shared.admitted(&answer) {
+        let slots = Vec::new();
+        return Ok(Verdict::Proceed(Admit {
+            record,
+            reservation,
+            slots,
+        }));
+    }
+    let seed = shared.answering.jitter_seed(&answer, chain);
+    Ok(admit(shared, answer, seed, reservation, Vec::new()))
+}
+
+/// The verdict on `answer`, with what an admission keeps.
+fn admit(
+    shared: &Shared,
+    answer: Answer,
+    seed: u64,
+    reservation: Option<Reservation>,
+    slots: Vec<Slot>,
+) -> Verdict<Admit> {
+    match shared.decide(answer, seed) {
+        Verdict::Proceed(record) => Verdict::Proceed(Admit {
+            record: shared.with_slots(record, &slots),
+            reservation,
+            slots,
+        }),
+        // The slots taken are released as they drop.
+        Verdict::Refuse(refusal) => Verdict::Refuse(refusal),
+    }
 }
 
 impl CheckFuture {
@@ -57,12 +120,7 @@ impl CheckFuture {
     }
 
     /// In-flight slots first, then the rules.
-    pub(crate) fn with_slots(
-        shared: Arc<Shared>,
-        chain: Chain,
-        keys: Vec<SlotKey>,
-        ctx: Ctx,
-    ) -> Self {
+    pub(crate) fn with_slots(shared: Arc<Shared>, chain: Chain, keys: Vec<SlotKey>) -> Self {
         Self(Box::pin(async move {
             let mut slots = Vec::with_capacity(keys.len());
             for (j, (rule, key)) in shared.in_flight.iter().zip(&keys).enumerate() {
@@ -73,15 +131,10 @@ impl CheckFuture {
                     SlotAnswer::Open(_) => {}
                     SlotAnswer::Full { max, retry_after } => {
                         // The slots taken so far are released as `slots` drops.
-                        return Admission::Respond(shared.in_flight_refusal(
-                            j,
-                            max,
-                            retry_after,
-                            ctx,
-                        ));
+                        return Verdict::Refuse(shared.in_flight_refusal(j, max, retry_after));
                     }
                     // The store failed closed: as the rules' own closed answer, 503.
-                    _ => return Admission::Respond(response::unavailable(1)),
+                    _ => return Verdict::Refuse(Refusal::unavailable(Duration::from_secs(1))),
                 }
             }
             let answer = check(&shared, &chain, None).await;
@@ -106,19 +159,19 @@ async fn check(shared: &Shared, chain: &Chain, ask: Option<Ask>) -> Answer {
     answer
 }
 
-/// Holds an admitted answer for its delay, and notes what it reserved.
-async fn settle(shared: &Shared, chain: &Chain, answer: Answer, slots: Vec<Slot>) -> Admission {
+/// Holds an admitted answer for its delay, then decides.
+async fn settle(
+    shared: &Shared,
+    chain: &Chain,
+    answer: Answer,
+    slots: Vec<Slot>,
+) -> Verdict<Admit> {
     let held = shared.meters.holding(&answer);
     let answer = shared.holding.hold(&shared.limiter, chain, answer).await;
     drop(held);
     let reservation = shared.reservation(&answer, chain);
     let seed = shared.answering.jitter_seed(&answer, chain);
-    Admission::Answer {
-        answer,
-        reservation,
-        slots,
-        seed,
-    }
+    admit(shared, answer, seed, reservation, slots)
 }
 
 /// A give-back on its way to the store: the response waits for it, so the client's next
@@ -168,29 +221,39 @@ pin_project! {
     {
         Ready { response: Option<Response<Bytes>> },
         Pass { #[pin] fut: S::Future },
-        Check {
-            check: CheckFuture,
-            inner: Option<S>,
-            req: Option<Request<B>>,
-            shared: Arc<Shared>,
-            ctx: Ctx,
-        },
-        Call {
-            #[pin] fut: S::Future,
-            record: Record,
-            reservation: Option<Reservation>,
-            slots: Vec<Slot>,
-            shared: Arc<Shared>,
-            ctx: Ctx,
-        },
-        Settle {
-            give: GiveBack,
-            response: Option<S::Response>,
-            record: Record,
-            slots: Vec<Slot>,
-            shared: Arc<Shared>,
-            ctx: Ctx,
-        },
+        Check { check: CheckFuture, then: Option<Then<S, B>> },
+        Call { #[pin] fut: S::Future, after: Option<After> },
+        Settle { give: GiveBack, rest: Option<(S::Response, After)> },
+    }
+}
+
+/// What a checked request does once its verdict is in: call `inner` with `req`.
+struct Then<S, B> {
+    inner: S,
+    req: Request<B>,
+    shared: Arc<Shared>,
+    ctx: Ctx,
+}
+
+/// What an admitted request's response still needs once the inner service answers.
+pub(crate) struct After {
+    admit: Admit,
+    shared: Arc<Shared>,
+    ctx: Ctx,
+}
+
+impl After {
+    /// What the response does not count goes back to the store: `None` when nothing does,
+    /// or it went back at once.
+    fn give_back<R>(&mut self, resp: &Response<R>) -> Option<GiveBack> {
+        let pending = self.admit.reservation.take();
+        let pending = pending.and_then(|r| self.shared.not_counted(r, resp));
+        pending.and_then(|r| give_back(&self.shared, r))
+    }
+
+    /// The inner service's response, finished (see [`finish`]).
+    fn finish<R: LimitBody>(self, resp: Response<R>) -> Response<R> {
+        finish(resp, self.admit, &self.shared, self.ctx)
     }
 }
 
@@ -215,23 +278,10 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         }
     }
 
-    pub(crate) fn call(
-        fut: S::Future,
-        record: Record,
-        reservation: Option<Reservation>,
-        slots: Vec<Slot>,
-        shared: Arc<Shared>,
-        ctx: Ctx,
-    ) -> Self {
+    pub(crate) fn call(fut: S::Future, admit: Admit, shared: Arc<Shared>, ctx: Ctx) -> Self {
+        let after = Some(After { admit, shared, ctx });
         Self {
-            kind: FutureKind::Call {
-                fut,
-                record,
-                reservation,
-                slots,
-                shared,
-                ctx,
-            },
+            kind: FutureKind::Call { fut, after },
         }
     }
 
@@ -242,14 +292,14 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         shared: Arc<Shared>,
         ctx: Ctx,
     ) -> Self {
+        let then = Some(Then {
+            inner,
+            req,
+            shared,
+            ctx,
+        });
         Self {
-            kind: FutureKind::Check {
-                check,
-                inner: Some(inner),
-                req: Some(req),
-                shared,
-                ctx,
-            },
+            kind: FutureKind::Check { check, then },
         }
     }
 }
@@ -263,16 +313,15 @@ fn own<R: LimitBody>(resp: Response<Bytes>) -> Response<R> {
 #[inline]
 fn finish<R: LimitBody>(
     mut resp: Response<R>,
-    record: Record,
-    slots: Vec<Slot>,
+    admit: Admit,
     shared: &Shared,
     ctx: Ctx,
 ) -> Response<R> {
     // In place: a response is moved only where it must be (a body that holds slots).
-    if !slots.is_empty() {
-        resp = resp.map(|b| b.holding(slots));
+    if !admit.slots.is_empty() {
+        resp = resp.map(|b| b.holding(admit.slots));
     }
-    shared.decorate(&mut resp, record, ctx);
+    shared.decorate(&mut resp, admit.record, ctx);
     resp
 }
 
@@ -293,67 +342,31 @@ where
         loop {
             let next = match self.as_mut().project().kind.project() {
                 FutureKindProj::Ready { response } => {
-                    let resp = response.take().map(own);
                     // Polled again after completion: answer an empty 500 rather than panic.
-                    return Poll::Ready(Ok(resp.unwrap_or_else(empty_500)));
+                    return Poll::Ready(Ok(response.take().map_or_else(empty_500, own)));
                 }
-                FutureKindProj::Pass { fut } => {
-                    return Poll::Ready(ready!(fut.poll(cx)));
+                FutureKindProj::Pass { fut } => return fut.poll(cx),
+                FutureKindProj::Check { check, then } => {
+                    let verdict = ready!(check.0.as_mut().poll(cx));
+                    after_check(verdict, then.take())
                 }
-                FutureKindProj::Call {
-                    fut,
-                    record,
-                    reservation,
-                    slots,
-                    shared,
-                    ctx,
-                } => {
+                FutureKindProj::Call { fut, after } => {
                     // An error (no response) keeps a reservation counted.
                     let resp = ready!(nesting::below(|| fut.poll(cx)))?;
-                    let pending = reservation
-                        .take()
-                        .and_then(|r| shared.not_counted(r, &resp))
-                        .and_then(|r| give_back(shared, r));
-                    match pending {
-                        Some(give) => FutureKind::Settle {
-                            give,
-                            response: Some(resp),
-                            record: record.take(),
-                            slots: std::mem::take(slots),
-                            shared: Arc::clone(shared),
-                            ctx: *ctx,
-                        },
-                        None => {
-                            let resp =
-                                finish(resp, record.take(), std::mem::take(slots), shared, *ctx);
-                            return Poll::Ready(Ok(resp));
-                        }
-                    }
-                }
-                FutureKindProj::Settle {
-                    give,
-                    response,
-                    record,
-                    slots,
-                    shared,
-                    ctx,
-                } => {
-                    ready!(give.as_mut().poll(cx));
-                    let Some(resp) = response.take() else {
+                    let Some(mut after) = after.take() else {
                         return Poll::Ready(Ok(empty_500()));
                     };
-                    let resp = finish(resp, record.take(), std::mem::take(slots), shared, *ctx);
-                    return Poll::Ready(Ok(resp));
+                    // What the response does not count goes back before it is answered.
+                    let Some(give) = after.give_back(&resp) else {
+                        return Poll::Ready(Ok(after.finish(resp)));
+                    };
+                    let rest = Some((resp, after));
+                    FutureKind::Settle { give, rest }
                 }
-                FutureKindProj::Check {
-                    check,
-                    inner,
-                    req,
-                    shared,
-                    ctx,
-                } => {
-                    let checked = ready!(check.0.as_mut().poll(cx));
-                    after_check(checked, inner, req, shared, *ctx)
+                FutureKindProj::Settle { give, rest } => {
+                    ready!(give.as_mut().poll(cx));
+                    let done = rest.take().map(|(r, a)| a.finish(r));
+                    return Poll::Ready(Ok(done.unwrap_or_else(empty_500)));
                 }
             };
             self.as_mut().project().kind.set(next);
@@ -361,49 +374,29 @@ where
     }
 }
 
-/// What follows the limits' answer: a response now, or the inner service's call.
-fn after_check<S, B, R>(
-    checked: Admission,
-    inner: &mut Option<S>,
-    req: &mut Option<Request<B>>,
-    shared: &Arc<Shared>,
-    ctx: Ctx,
-) -> FutureKind<S, B>
+/// What follows the limits' verdict: a response now, or the inner service's call.
+fn after_check<S, B, R>(verdict: Verdict<Admit>, then: Option<Then<S, B>>) -> FutureKind<S, B>
 where
     S: Service<Request<B>, Response = Response<R>>,
 {
-    let (answer, reservation, slots, seed) = match checked {
-        Admission::Answer {
-            answer,
-            reservation,
-            slots,
-            seed,
-        } => (answer, reservation, slots, seed),
-        Admission::Respond(mut resp) => {
-            crate::shared::finish(&mut resp, ctx);
-            return FutureKind::Ready {
-                response: Some(resp),
-            };
-        }
+    let Some(Then {
+        mut inner,
+        req,
+        shared,
+        ctx,
+    }) = then
+    else {
+        return FutureKind::Ready { response: None };
     };
-    match shared.next(answer, ctx, seed) {
-        Next::Respond(mut resp) => {
-            // The answer carries its headers already; only CORS (and gRPC's form) is left.
-            crate::shared::finish(&mut resp, ctx);
-            FutureKind::Ready {
-                response: Some(resp),
-            }
+    match verdict {
+        Verdict::Refuse(refusal) => {
+            let response = Some(shared.answering.render(refusal, ctx));
+            FutureKind::Ready { response }
         }
-        Next::Proceed(record) => match (inner.take(), req.take()) {
-            (Some(mut svc), Some(req)) => FutureKind::Call {
-                fut: nesting::below(|| svc.call(req)),
-                record: shared.with_slots(record, &slots),
-                reservation,
-                slots,
-                shared: Arc::clone(shared),
-                ctx,
-            },
-            _ => FutureKind::Ready { response: None },
-        },
+        Verdict::Proceed(admit) => {
+            let fut = nesting::below(|| inner.call(req));
+            let after = Some(After { admit, shared, ctx });
+            FutureKind::Call { fut, after }
+        }
     }
 }

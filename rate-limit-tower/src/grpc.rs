@@ -1,6 +1,7 @@
 //! gRPC answers: a request whose `content-type` is `application/grpc` (or `+proto`, …) is
-//! answered as gRPC, never with an HTML redirect or a JSON body. Every answer the layer
-//! makes itself becomes a trailers-only response: HTTP 200, `content-type:
+//! answered as gRPC, never with an HTML redirect or a JSON body. Every refusal the layer
+//! makes is answered by [`GrpcResponder`], built from the [`Refusal`] (nothing rendered for
+//! HTTP is parsed back): a trailers-only response, HTTP 200, `content-type:
 //! application/grpc`, `grpc-status` and `grpc-message` in the headers, the rate-limit
 //! headers kept as response metadata, and for a refusal or an unavailable store a
 //! `google.rpc.RetryInfo` with the wait in `grpc-status-details-bin` (a `google.rpc.Status`,
@@ -8,9 +9,12 @@
 //! its clients wait that long before a retry, where they never read `RetryInfo`). An
 //! admitted call's own response gets the rate-limit headers as its metadata.
 //!
-//! | HTTP answer | gRPC status |
+//! `grpc-message` is the status's text and the refusal's stable code, `rate limit exceeded
+//! (limit.exceeded)`.
+//!
+//! | refusal's HTTP status | gRPC status |
 //! |---|---|
-//! | 429 (limited, banned) | 8 `RESOURCE_EXHAUSTED`, with `RetryInfo` |
+//! | 429 (limited, banned, in flight, a held line full) | 8 `RESOURCE_EXHAUSTED`, with `RetryInfo` |
 //! | 503 (the store failed under a closed policy) | 14 `UNAVAILABLE`, with `RetryInfo` |
 //! | 401 (no credentials for the principal) | 16 `UNAUTHENTICATED` |
 //! | 400 (the principal cannot be named) | 3 `INVALID_ARGUMENT` |
@@ -18,8 +22,11 @@
 //! | 500 (an operator's error) | 13 `INTERNAL` |
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+
+use crate::refusal::Refusal;
+use crate::response::Responder;
 
 /// Whether a request is a gRPC call: its `content-type` is `application/grpc`, alone or
 /// with a `+format` or parameters.
@@ -33,7 +40,91 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     })
 }
 
-/// The gRPC status for one of the layer's HTTP answers, and its message.
+/// Answers a refused gRPC call with a trailers-only response, built from the
+/// [`Refusal`] itself (see [the module](self) for the mapping). The layer uses it for every
+/// gRPC call it refuses; a [`Responder`] of your own can hand it a refusal too.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrpcResponder;
+
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
+const GRPC_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
+
+impl Responder for GrpcResponder {
+    fn respond(&self, refusal: &Refusal) -> Response<Bytes> {
+        let (code, text) = status_of(refusal.status());
+        let mut r = Response::new(Bytes::new());
+        // Room for these five and the layer's four (rate-limit fields, `Retry-After`): the
+        // map is allocated once.
+        *r.headers_mut() = HeaderMap::with_capacity(12);
+        let h = r.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        h.insert(GRPC_STATUS, status_value(code));
+        let message = message_of(text, refusal.code());
+        let wait = refusal
+            .retry_after_secs()
+            .filter(|_| matches!(code, 8 | 14));
+        if let Some(secs) = wait {
+            // gRPC's own retry policy waits for this header (it never reads `RetryInfo`).
+            let (pushback, details) = waits(code, &message, secs);
+            h.insert(GRPC_PUSHBACK, pushback);
+            if let Some(details) = details {
+                h.insert(GRPC_DETAILS, details);
+            }
+        }
+        h.insert(GRPC_MESSAGE, message);
+        r
+    }
+}
+
+/// `grpc-status` for one of the statuses the layer answers, without rendering a number.
+fn status_value(code: u32) -> HeaderValue {
+    HeaderValue::from_static(match code {
+        3 => "3",
+        7 => "7",
+        8 => "8",
+        13 => "13",
+        14 => "14",
+        16 => "16",
+        _ => "2",
+    })
+}
+
+/// The last wait's `grpc-retry-pushback-ms` and `grpc-status-details-bin`, by status,
+/// message and seconds: a flood of refusals tells one wait many times, and its encoded
+/// `Status` is the same each time (the rate-limit fields are cached alike).
+type Waits = (u32, u64, HeaderValue, HeaderValue, Option<HeaderValue>);
+
+thread_local! {
+    static LAST_WAIT: std::cell::RefCell<Option<Waits>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The wait's two headers: `secs` in milliseconds, and the `google.rpc.Status` with its
+/// `RetryInfo`, base64 (`None` should it not make a header value).
+fn waits(code: u32, message: &HeaderValue, secs: u64) -> (HeaderValue, Option<HeaderValue>) {
+    LAST_WAIT.with_borrow_mut(|last| {
+        if let Some((c, s, m, pushback, details)) = last.as_ref()
+            && (*c, *s) == (code, secs)
+            && m.as_bytes() == message.as_bytes()
+        {
+            return (pushback.clone(), details.clone());
+        }
+        let pushback = HeaderValue::from(secs.saturating_mul(1_000));
+        let status = status_proto(code, message.as_bytes(), secs);
+        let details = HeaderValue::from_maybe_shared(Bytes::from(base64(&status))).ok();
+        *last = Some((
+            code,
+            secs,
+            message.clone(),
+            pushback.clone(),
+            details.clone(),
+        ));
+        (pushback, details)
+    })
+}
+
+/// The gRPC status for a refusal's HTTP status, and its message.
 fn status_of(http: StatusCode) -> (u32, &'static str) {
     match http.as_u16() {
         429 => (8, "rate limit exceeded"),
@@ -46,51 +137,22 @@ fn status_of(http: StatusCode) -> (u32, &'static str) {
     }
 }
 
-/// The stable code in one of the layer's JSON bodies (`"code":"…"`), if any.
-fn code_in(body: &[u8]) -> Option<&str> {
-    let text = std::str::from_utf8(body).ok()?;
-    let rest = &text[text.find("\"code\":\"")? + 8..];
-    let code = &rest[..rest.find('"')?];
-    code.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        .then_some(code)
-}
-
-/// `response` (one the layer made: a refusal, a rejection, an outage) as gRPC.
-pub(crate) fn answer(response: Response<Bytes>) -> Response<Bytes> {
-    let (mut parts, body) = response.into_parts();
-    let (code, text) = status_of(parts.status);
-    let message = match code_in(&body) {
-        Some(c) => format!("{text} ({c})"),
-        None => text.to_owned(),
-    };
-    let wait = parts
-        .headers
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|_| matches!(code, 8 | 14));
-    let h = &mut parts.headers;
-    h.remove(CONTENT_LENGTH);
-    h.remove(http::header::LOCATION);
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    h.insert("grpc-status", HeaderValue::from(code));
-    if let Ok(v) = HeaderValue::from_str(&percent(&message)) {
-        h.insert("grpc-message", v);
-    }
-    if let Some(secs) = wait {
-        // gRPC's own retry policy waits for this header (it never reads `RetryInfo`).
-        h.insert(
-            "grpc-retry-pushback-ms",
-            HeaderValue::from(secs.saturating_mul(1_000)),
-        );
-        let status = status_proto(code, &message, secs);
-        if let Ok(v) = HeaderValue::from_str(&base64(&status)) {
-            h.insert("grpc-status-details-bin", v);
+/// `grpc-message`: the status's text and the stable code, `text (code)`, percent-encoded.
+fn message_of(text: &'static str, code: &str) -> HeaderValue {
+    // The common refusals, without building anything.
+    match code {
+        "limit.exceeded" if text == "rate limit exceeded" => {
+            return HeaderValue::from_static("rate limit exceeded (limit.exceeded)");
         }
+        "store.unavailable" if text == "the rate limiter cannot decide now" => {
+            return HeaderValue::from_static(
+                "the rate limiter cannot decide now (store.unavailable)",
+            );
+        }
+        _ => {}
     }
-    parts.status = StatusCode::OK;
-    Response::from_parts(parts, Bytes::new())
+    let message = format!("{text} ({code})");
+    HeaderValue::from_str(&percent(&message)).unwrap_or(HeaderValue::from_static(text))
 }
 
 /// `grpc-message`'s percent-encoding: every byte outside printable ASCII, and `%`.
@@ -114,45 +176,54 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// A length-delimited field.
-fn bytes_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
+/// How many bytes `v` takes as a varint.
+fn varint_len(v: u64) -> u64 {
+    u64::from((64 - (v | 1).leading_zeros()).div_ceil(7))
+}
+
+/// A length-delimited field's tag and length (its bytes follow).
+fn field_head(out: &mut Vec<u8>, field: u64, len: u64) {
     varint(out, field << 3 | 2);
-    varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
+    varint(out, len);
 }
 
 /// `google.rpc.Status { code, message, details: [Any(google.rpc.RetryInfo { retry_delay:
-/// Duration { seconds } })] }`, encoded.
-fn status_proto(code: u32, message: &str, secs: u64) -> Vec<u8> {
-    let mut duration = Vec::new();
+/// Duration { seconds } })] }`, encoded into one buffer (each length known in advance).
+fn status_proto(code: u32, message: &[u8], secs: u64) -> Vec<u8> {
+    const TYPE: &[u8] = b"type.googleapis.com/google.rpc.RetryInfo";
+    let field = |len: u64| 1 + varint_len(len) + len;
+    let duration = if secs > 0 { 1 + varint_len(secs) } else { 0 };
+    let retry = field(duration);
+    let any = field(TYPE.len() as u64) + field(retry);
+    let total = 1 + varint_len(u64::from(code)) + field(message.len() as u64) + field(any);
+    let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    varint(&mut out, 1 << 3);
+    varint(&mut out, u64::from(code));
+    field_head(&mut out, 2, message.len() as u64);
+    out.extend_from_slice(message);
+    field_head(&mut out, 3, any);
+    field_head(&mut out, 1, TYPE.len() as u64);
+    out.extend_from_slice(TYPE);
+    field_head(&mut out, 2, retry);
+    field_head(&mut out, 1, duration);
     if secs > 0 {
-        varint(&mut duration, 1 << 3);
-        varint(&mut duration, secs);
+        varint(&mut out, 1 << 3);
+        varint(&mut out, secs);
     }
-    let mut retry = Vec::new();
-    bytes_field(&mut retry, 1, &duration);
-    let mut any = Vec::new();
-    bytes_field(&mut any, 1, b"type.googleapis.com/google.rpc.RetryInfo");
-    bytes_field(&mut any, 2, &retry);
-    let mut status = Vec::new();
-    varint(&mut status, 1 << 3);
-    varint(&mut status, u64::from(code));
-    bytes_field(&mut status, 2, message.as_bytes());
-    bytes_field(&mut status, 3, &any);
-    status
+    out
 }
 
 /// Standard base64 without padding (gRPC's binary headers; receivers accept both).
-fn base64(bytes: &[u8]) -> String {
+fn base64(bytes: &[u8]) -> Vec<u8> {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    let mut out = Vec::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = chunk
             .iter()
             .enumerate()
             .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
         for i in 0..=chunk.len() {
-            out.push(char::from(A[(n >> (18 - 6 * i) & 63) as usize]));
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize]);
         }
     }
     out
@@ -188,37 +259,48 @@ mod tests {
     }
 
     #[test]
-    fn each_answer_maps_to_its_status_and_only_waits_carry_a_retry_info() {
-        let http = |status: u16, body: &'static str, retry: Option<&'static str>| {
-            let mut b = Response::builder().status(status);
-            if let Some(r) = retry {
-                b = b.header(RETRY_AFTER, r);
-            }
-            answer(b.body(Bytes::from_static(body.as_bytes())).unwrap())
-        };
-        for (status, code, retry) in [
-            (429, "8", true),
-            (503, "14", true),
-            (401, "16", false),
-            (400, "3", false),
-            (403, "7", false),
-            (500, "13", false),
+    fn each_refusal_maps_to_its_status_and_only_waits_carry_a_retry_info() {
+        use crate::extract::Rejection;
+        use std::time::Duration;
+        let challenge = HeaderValue::from_static("Bearer");
+        let missing = || Rejection::missing("key.missing", "x");
+        for (refusal, code, retry) in [
+            (
+                Refusal::in_flight("n".into(), 2, Duration::from_secs(7)),
+                "8",
+                true,
+            ),
+            (Refusal::unavailable(Duration::from_secs(7)), "14", true),
+            (
+                Refusal::from(missing().unauthorized(challenge)),
+                "16",
+                false,
+            ),
+            (Refusal::from(missing()), "3", false),
+            (Refusal::denied(), "7", false),
+            (
+                Refusal::from(Rejection::misconfigured("key.setup", "x")),
+                "13",
+                false,
+            ),
         ] {
-            let r = http(status, r#"{"error":"x","code":"some.code"}"#, Some("7"));
+            let r = GrpcResponder.respond(&refusal);
+            let status = refusal.status();
             assert_eq!(r.status(), 200, "{status}");
             assert_eq!(r.headers()["grpc-status"], code, "{status}");
             assert_eq!(r.headers()["content-type"], "application/grpc");
             assert!(r.body().is_empty());
             let msg = r.headers()["grpc-message"].to_str().unwrap();
-            assert!(msg.ends_with("(some.code)"), "{msg}");
+            assert!(msg.ends_with(&format!("({})", refusal.code())), "{msg}");
             assert_eq!(
                 r.headers().contains_key("grpc-status-details-bin"),
                 retry,
                 "{status}"
             );
+            assert_eq!(r.headers().contains_key("grpc-retry-pushback-ms"), retry);
         }
         // The encoded Status: code 8, the message, one Any naming RetryInfo, 7 s.
-        let bin = status_proto(8, "m", 7);
+        let bin = status_proto(8, b"m", 7);
         assert_eq!(&bin[..5], &[0x08, 8, 0x12, 1, b'm']);
         let tail = &bin[bin.len() - 4..];
         assert_eq!(
@@ -230,11 +312,16 @@ mod tests {
 
     #[test]
     fn base64_and_percent_encode_as_the_specs_say() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg");
-        assert_eq!(base64(b"fo"), "Zm8");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(b""), b"");
+        assert_eq!(base64(b"f"), b"Zg");
+        assert_eq!(base64(b"fo"), b"Zm8");
+        assert_eq!(base64(b"foo"), b"Zm9v");
+        assert_eq!(base64(b"foobar"), b"Zm9vYmFy");
+        for v in [0, 1, 127, 128, 16_383, 16_384, u64::MAX] {
+            let mut out = Vec::new();
+            varint(&mut out, v);
+            assert_eq!(out.len() as u64, varint_len(v), "{v}");
+        }
         assert_eq!(percent("50% off\n"), "50%25 off%0A");
     }
 }

@@ -7,14 +7,19 @@
 //! - **Allowed**: the inner service runs; the response carries the `RateLimit-*` headers of
 //!   the limit closest to exhaustion and the IETF `RateLimit-Policy` / `RateLimit` fields.
 //! - **Refused**: `429` with `Retry-After` in whole seconds (never 0) and the same headers,
-//!   JSON `{"error": ...}` by default ([`Responder`] is pluggable); or `303` to a friendly
-//!   page for a browser ([`Answering::redirect_browsers`]), a page the layer exempts.
+//!   JSON `{"error": ..., "code": ...}` by default; or `303` to a friendly page for a
+//!   browser ([`Answering::redirect_browsers`]), a page the layer exempts.
 //! - **Store down**: each rule's [`FailurePolicy`]
 //!   decides — `503` with `Retry-After` (closed, the default), counting in process memory,
 //!   or letting the request through (open). When one chain mixes policies, the strictest
 //!   wins: closed, then memory, then open.
 //! - **No principal**: the extractor decides — `400`, `401` with `WWW-Authenticate`, or a
 //!   fallback extractor — never a shared empty key.
+//!
+//! Every answer the layer makes itself is decided once, into a [`Refusal`] (what happened,
+//! the status, the stable code, the wait), and made into a response by one [`Responder`]:
+//! JSON by default, [`ProblemResponder`] for RFC 9457 problem details on every status,
+//! [`GrpcResponder`] for a gRPC call, [`RedirectResponder`] for a browser.
 //!
 //! A refusal carries the decision in the response's extensions as [`RateLimitInfo`]; an
 //! admitted response carries it when asked ([`RateLimitLayer::info_extension`]). With two
@@ -55,6 +60,7 @@
 pub mod access;
 pub mod answer;
 mod body;
+pub mod cost;
 mod count;
 pub mod extract;
 mod future;
@@ -64,6 +70,7 @@ mod layer;
 mod meters;
 pub mod metrics;
 mod nesting;
+pub mod refusal;
 mod response;
 mod rule;
 mod service;
@@ -74,10 +81,13 @@ pub use answer::{Answering, Verdict, accepts_html};
 pub use body::{LimitBody, ResponseBody};
 pub use count::CountWhen;
 pub use future::ResponseFuture;
+pub use grpc::GrpcResponder;
 pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};
 pub use layer::RateLimitLayer;
+pub use refusal::{Refusal, RefusalKind};
 pub use response::{
-    JsonResponder, ProblemResponder, QUOTA_EXCEEDED, Responder, rejection_response,
+    JsonResponder, PROBLEM_TYPES, ProblemResponder, QUOTA_EXCEEDED, RedirectResponder, Responder,
+    TEMPORARY_REDUCED_CAPACITY, rejection_response,
 };
 pub use rule::{BanAnswer, InFlightRule, Rule, check_bans};
 pub use service::RateLimit;

@@ -1,37 +1,76 @@
-//! What the layer answers itself: 429, 303 for browsers, 503, and extractor rejections.
+//! Responders: a [`Refusal`] into a response. JSON (the default) and problem+json here;
+//! gRPC in [`crate::grpc`]; the browser redirect in [`RedirectResponder`].
 
 use std::fmt;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Response, StatusCode};
 
 use crate::extract::Rejection;
-use crate::headers::{LimitStatus, retry_after};
+use crate::refusal::{Refusal, RefusalKind};
 
-/// Writes the body of a 429. The layer adds `Retry-After` and the rate-limit headers.
+/// Turns a [`Refusal`] into a response: its status, body and any header of its own.
+///
+/// Called for every answer the layer (or the in-handler limiter) makes itself: 429, 403,
+/// 400, 401, 503. The layer then adds what every refusal carries whatever the body:
+/// `Retry-After`, the rate-limit headers, `WWW-Authenticate` for a 401, CORS exposure. A
+/// gRPC call is answered by [`GrpcResponder`](crate::grpc::GrpcResponder) and a refused
+/// browser sent to the friendly page by [`RedirectResponder`] (when
+/// [`Answering::redirect_browsers`](crate::Answering::redirect_browsers) is set) before this
+/// responder is asked: a gRPC client cannot read an HTTP body, and a page load wants a page.
+///
+/// A responder of your own sees every other refusal and can hand any of them to a built-in:
+///
+/// ```
+/// use bytes::Bytes;
+/// use http::Response;
+/// use rate_limit_tower::{JsonResponder, Refusal, RefusalKind, Responder};
+///
+/// /// Plain text for limits, the default JSON for everything else.
+/// struct Terse;
+///
+/// impl Responder for Terse {
+///     fn respond(&self, refusal: &Refusal) -> Response<Bytes> {
+///         match refusal.kind() {
+///             RefusalKind::Limited => {
+///                 let mut r = Response::new(Bytes::from_static(b"slow down"));
+///                 *r.status_mut() = refusal.status();
+///                 r
+///             }
+///             _ => JsonResponder.respond(refusal),
+///         }
+///     }
+/// }
+/// # let _ = rate_limit_tower::Answering::new().with_responder(Terse);
+/// ```
 pub trait Responder: Send + Sync + 'static {
-    /// The response for a refused request; `denied` is the limit that refused.
-    fn limited(&self, denied: &LimitStatus) -> Response<Bytes>;
+    /// The response for `refusal`; the status should be [`Refusal::status`].
+    fn respond(&self, refusal: &Refusal) -> Response<Bytes>;
 }
 
-/// The default responder: `429` with `{"error": "...", "limit": "...", "retry_after": N}`.
+/// The default responder: JSON `{"error": "...", "code": "...", "limit": "...",
+/// "retry_after": N}`, `limit` when a limit refused and `retry_after` when waiting helps.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct JsonResponder;
 
 impl Responder for JsonResponder {
-    fn limited(&self, denied: &LimitStatus) -> Response<Bytes> {
-        let body = match denied.retry_after_secs() {
-            Some(secs) => format!(
-                "{{\"error\":\"Too many requests. Please slow down.\",\"limit\":{},\"retry_after\":{secs}}}",
-                json_string(denied.name())
-            ),
-            None => format!(
-                "{{\"error\":\"This request costs more than the limit allows.\",\"limit\":{}}}",
-                json_string(denied.name())
-            ),
-        };
-        json(StatusCode::TOO_MANY_REQUESTS, body)
+    fn respond(&self, r: &Refusal) -> Response<Bytes> {
+        let mut body = String::with_capacity(128);
+        body.push_str("{\"error\":");
+        push_json_string(&mut body, r.message());
+        body.push_str(",\"code\":");
+        push_json_string(&mut body, r.code());
+        if let Some(limit) = r.limit() {
+            body.push_str(",\"limit\":");
+            push_json_string(&mut body, limit.name());
+        }
+        if let Some(secs) = r.retry_after_secs() {
+            body.push_str(",\"retry_after\":");
+            body.push_str(itoa::Buffer::new().format(secs));
+        }
+        body.push('}');
+        json(r.status(), body)
     }
 }
 
@@ -39,8 +78,21 @@ impl Responder for JsonResponder {
 /// (draft-ietf-httpapi-ratelimit-headers, "Problem Types").
 pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
-/// Answers refusals as RFC 9457 problem details (`application/problem+json`), with the
-/// IETF draft's `quota-exceeded` type and its `violated-policies` member:
+/// The problem type of a 503 from the same draft: the service cannot serve now.
+pub const TEMPORARY_REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
+/// Where the problem types of our own live: the documentation of each
+/// [`RefusalKind`] variant (`…#variant.Denied`, `…#variant.NoPrincipal`, `…#variant.Banned`).
+pub const PROBLEM_TYPES: &str = "https://docs.rs/rate-limit-tower/latest/rate_limit_tower/refusal/enum.RefusalKind.html#variant.";
+
+/// Answers every refusal as RFC 9457 problem details (`application/problem+json`):
+///
+/// | status | `type` | members beyond `type`, `title`, `status`, `detail` |
+/// |---|---|---|
+/// | 429 | [`QUOTA_EXCEEDED`] | `violated-policies`, `retry-after` when waiting helps, `code` unless a plain limit |
+/// | 503 | [`TEMPORARY_REDUCED_CAPACITY`] | `retry-after`, `code` |
+/// | 400, 401, 403, 500 | [`PROBLEM_TYPES`] + the kind (`NoPrincipal`, `Denied`, `Banned`) | `code` |
 ///
 /// ```json
 /// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
@@ -52,32 +104,128 @@ pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-type
 /// Opt-in ([`Answering::with_responder`](crate::Answering::with_responder)):
 /// [`JsonResponder`] stays the default, as clients written against its
 /// `{"error": ..}` body keep working; problem details are for APIs that answer every
-/// error that way. A request whose cost can never fit has no `retry-after` member.
+/// error that way. A refusal by a limit (`limit.exceeded`, `limit.cost_too_high`) has no
+/// `code` member: the draft's type and `violated-policies` say it all.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProblemResponder;
 
 impl Responder for ProblemResponder {
-    fn limited(&self, denied: &LimitStatus) -> Response<Bytes> {
-        let name = json_string(denied.name());
-        let (detail, retry) = match denied.retry_after_secs() {
-            Some(secs) => (
-                format!("Too many requests for {name}: retry after {secs} s."),
-                format!(",\"retry-after\":{secs}"),
+    fn respond(&self, r: &Refusal) -> Response<Bytes> {
+        let plain_limit = matches!(r.kind(), RefusalKind::Limited | RefusalKind::TooCostly);
+        let (ty, suffix, title) = match r.status().as_u16() {
+            429 => (
+                QUOTA_EXCEEDED,
+                "",
+                "Request cannot be satisfied as assigned quota has been exceeded",
             ),
-            None => (
-                format!("This request costs more than {name} ever allows."),
-                String::new(),
+            503 => (
+                TEMPORARY_REDUCED_CAPACITY,
+                "",
+                "Service Unavailable Due to Temporary Reduced Capacity",
             ),
+            _ => {
+                let (name, title) = kind_type(r.kind());
+                (PROBLEM_TYPES, name, title)
+            }
         };
-        let body = format!(
-            "{{\"type\":\"{QUOTA_EXCEEDED}\",\"title\":\"Request cannot be satisfied as assigned quota has been exceeded\",\"status\":429,\"detail\":{}{retry},\"violated-policies\":[{name}]}}",
-            json_string(&detail)
-        );
-        let mut r = json(StatusCode::TOO_MANY_REQUESTS, body);
-        r.headers_mut().insert(
+        let mut body = String::with_capacity(256);
+        body.push_str("{\"type\":\"");
+        body.push_str(ty);
+        body.push_str(suffix);
+        body.push_str("\",\"title\":");
+        push_json_string(&mut body, title);
+        body.push_str(",\"status\":");
+        body.push_str(itoa::Buffer::new().format(r.status().as_u16()));
+        body.push_str(",\"detail\":");
+        push_json_string(&mut body, &detail(r));
+        if !plain_limit {
+            body.push_str(",\"code\":");
+            push_json_string(&mut body, r.code());
+        }
+        if let Some(secs) = r.retry_after_secs() {
+            body.push_str(",\"retry-after\":");
+            body.push_str(itoa::Buffer::new().format(secs));
+        }
+        if let Some(limit) = r.limit() {
+            body.push_str(",\"violated-policies\":[");
+            push_json_string(&mut body, limit.name());
+            body.push(']');
+        }
+        body.push('}');
+        let mut resp = json(r.status(), body);
+        resp.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        resp
+    }
+}
+
+/// The `detail` of a problem: the refusing limit and the wait where a limit refused.
+fn detail(r: &Refusal) -> String {
+    match (r.limit(), r.retry_after_secs()) {
+        (Some(limit), Some(secs)) if r.kind() == RefusalKind::Limited => format!(
+            "Too many requests for {}: retry after {secs} s.",
+            json_string(limit.name())
+        ),
+        (Some(limit), None) => format!(
+            "This request costs more than {} ever allows.",
+            json_string(limit.name())
+        ),
+        _ => r.message().to_owned(),
+    }
+}
+
+/// A kind's problem type (after [`PROBLEM_TYPES`]) and title, for the kinds whose status
+/// has no type of the IETF draft's.
+fn kind_type(kind: RefusalKind) -> (&'static str, &'static str) {
+    match kind {
+        RefusalKind::Denied => ("Denied", "Forbidden by an access list"),
+        RefusalKind::Banned => ("Banned", "Banned"),
+        RefusalKind::NoPrincipal => ("NoPrincipal", "The request does not say who it is from"),
+        _ => ("Limited", "Refused"),
+    }
+}
+
+/// Sends a refused browser to the friendly page with `303 See Other` (see
+/// [`Answering::redirect_browsers`](crate::Answering::redirect_browsers), which asks it for a
+/// 429 with a wait when the request's `Accept` has `text/html`). A location holding
+/// `{retry_after}` gets the wait in whole seconds there (`/slow-down?wait={retry_after}` →
+/// `/slow-down?wait=45`), so the page can say the real wait.
+#[derive(Debug, Clone)]
+pub struct RedirectResponder {
+    location: HeaderValue,
+    /// The location split around `{retry_after}`, when it holds one.
+    template: Option<(Box<str>, Box<str>)>,
+}
+
+/// Where a redirect's location takes the wait.
+pub(crate) const WAIT_PLACEHOLDER: &str = "{retry_after}";
+
+impl RedirectResponder {
+    /// A redirect to `location` (a valid `Location` value).
+    pub fn new(location: HeaderValue) -> Self {
+        let template = location
+            .to_str()
+            .ok()
+            .and_then(|l| l.split_once(WAIT_PLACEHOLDER))
+            .map(|(a, b)| (a.into(), b.into()));
+        Self { location, template }
+    }
+}
+
+impl Responder for RedirectResponder {
+    fn respond(&self, refusal: &Refusal) -> Response<Bytes> {
+        let mut r = Response::new(Bytes::new());
+        *r.status_mut() = StatusCode::SEE_OTHER;
+        let location = match (&self.template, refusal.retry_after_secs()) {
+            (Some((before, after)), Some(secs)) => {
+                let at = format!("{before}{secs}{after}");
+                HeaderValue::from_str(&at).unwrap_or_else(|_| self.location.clone())
+            }
+            _ => self.location.clone(),
+        };
+        r.headers_mut().insert(LOCATION, location);
         r
     }
 }
@@ -91,17 +239,32 @@ impl fmt::Debug for dyn Responder {
 /// A JSON string literal.
 pub(crate) fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
+    push_json_string(&mut out, s);
+    out
+}
+
+/// Appends `s` as a JSON string literal.
+pub(crate) fn push_json_string(out: &mut String, s: &str) {
     out.push('"');
+    // The common case, nothing to escape: one copy.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 => {
+                out.push_str("\\u00");
+                out.push(char::from(b"0123456789abcdef"[(c as usize) >> 4]));
+                out.push(char::from(b"0123456789abcdef"[(c as usize) & 15]));
+            }
             c => out.push(c),
         }
     }
     out.push('"');
-    out
 }
 
 pub(crate) fn json(status: StatusCode, body: String) -> Response<Bytes> {
@@ -112,51 +275,13 @@ pub(crate) fn json(status: StatusCode, body: String) -> Response<Bytes> {
     r
 }
 
-/// 403 for a request on a deny list.
-pub(crate) fn forbidden() -> Response<Bytes> {
-    json(
-        StatusCode::FORBIDDEN,
-        "{\"error\":\"Forbidden.\",\"code\":\"access.denied\"}".to_owned(),
-    )
-}
-
-/// 403 for a principal banned by a rule answering [`BanAnswer::Forbidden`](crate::BanAnswer::Forbidden).
-pub(crate) fn banned() -> Response<Bytes> {
-    json(
-        StatusCode::FORBIDDEN,
-        "{\"error\":\"Banned.\",\"code\":\"ban.active\"}".to_owned(),
-    )
-}
-
-/// 503 when the store is down and the rule fails closed.
-pub(crate) fn unavailable(retry_secs: u64) -> Response<Bytes> {
-    let mut r = json(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "{\"error\":\"Rate limiting is unavailable; try again shortly.\"}".to_owned(),
-    );
-    r.headers_mut().insert(RETRY_AFTER, retry_after(retry_secs));
-    r
-}
-
-/// 303 to the friendly page, for a browser.
-pub(crate) fn redirect(location: &HeaderValue) -> Response<Bytes> {
-    let mut r = Response::new(Bytes::new());
-    *r.status_mut() = StatusCode::SEE_OTHER;
-    r.headers_mut().insert(LOCATION, location.clone());
-    r
-}
-
 /// An extractor's rejection as a response: its status, JSON `{"error": ..., "code": ...}`,
-/// and `WWW-Authenticate` for a 401. The layer answers rejections with it.
+/// and `WWW-Authenticate` for a 401 (what the layer answers for it by default).
 pub fn rejection_response(r: &Rejection) -> Response<Bytes> {
-    let body = format!(
-        "{{\"error\":{},\"code\":{}}}",
-        json_string(r.message()),
-        json_string(r.code())
-    );
-    let mut resp = json(r.status(), body);
+    let mut resp = JsonResponder.respond(&Refusal::from(r));
     if let Some(c) = r.challenge() {
-        resp.headers_mut().insert(WWW_AUTHENTICATE, c.clone());
+        resp.headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, c.clone());
     }
     resp
 }

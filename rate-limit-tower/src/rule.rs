@@ -36,6 +36,8 @@ pub struct Rule {
     pub(crate) limit: Limit,
     pub(crate) key: Arc<dyn KeyExtractor>,
     pub(crate) cost: u64,
+    /// A cost computed from the request's head, in place of `cost`.
+    pub(crate) cost_from: Option<crate::cost::CostFn>,
     pub(crate) policy: FailurePolicy,
     pub(crate) name: Arc<str>,
     pub(crate) count: Option<CountWhen>,
@@ -60,6 +62,7 @@ impl fmt::Debug for Rule {
         f.debug_struct("Rule")
             .field("limit", &self.limit)
             .field("cost", &self.cost)
+            .field("cost_from", &self.cost_from.is_some())
             .field("policy", &self.policy)
             .field("count", &self.count)
             .finish_non_exhaustive()
@@ -74,6 +77,7 @@ impl Rule {
             limit,
             key: Arc::new(key),
             cost: 1,
+            cost_from: None,
             policy: FailurePolicy::Closed,
             name,
             count: None,
@@ -114,11 +118,57 @@ impl Rule {
         self
     }
 
-    /// The cost of one request (default 1).
+    /// The cost of one request (default 1). A cost of 0 only looks: the request is refused
+    /// when the limit is exhausted, and nothing is counted.
     #[must_use]
     pub fn cost(mut self, cost: u64) -> Self {
         self.cost = cost;
+        self.cost_from = None;
         self
+    }
+
+    /// The cost of each request, computed from its head (method, URI, headers) before the
+    /// body is read and before the inner service runs: kilobytes from `content-length`
+    /// ([`cost::body_kib`](crate::cost::body_kib)), a weight per method or route. A refused
+    /// request's body is never read. See [`cost`](crate::cost) for what a client controls.
+    ///
+    /// **A computed cost of 0 is charged as 1**: every request that passes counts, so an
+    /// empty body or a method weighted 0 is never free, however many are sent (a fixed
+    /// [`cost(0)`](Self::cost) remains a look without a charge). A cost over the limit's
+    /// quota is refused at once, 429 `limit.cost_too_high` with no `Retry-After` (waiting
+    /// cannot help).
+    ///
+    /// ```
+    /// use http::Method;
+    /// use rate_limit_core::Limit;
+    /// use rate_limit_tower::{RateLimitLayer, Rule};
+    /// use rate_limit_tower::extract::ClientIp;
+    /// use std::time::Duration;
+    ///
+    /// // Writes cost five reads.
+    /// let api = RateLimitLayer::in_memory().rule(
+    ///     Rule::new(Limit::token_bucket("api", 100, 10, Duration::from_secs(1))?, ClientIp::new())
+    ///         .cost_from(|head| if head.method == Method::GET { 1 } else { 5 }),
+    /// );
+    /// # let _ = api;
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn cost_from(
+        mut self,
+        cost: impl Fn(&http::request::Parts) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.cost_from = Some(Arc::new(cost));
+        self
+    }
+
+    /// This rule's cost for a request with this head.
+    #[inline]
+    pub(crate) fn cost_of(&self, head: &http::request::Parts) -> u64 {
+        match &self.cost_from {
+            None => self.cost,
+            Some(f) => f(head).max(1),
+        }
     }
 
     /// What a store failure means for this rule (default [`FailurePolicy::Closed`]).

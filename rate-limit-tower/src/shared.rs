@@ -3,18 +3,17 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::header::ACCESS_CONTROL_REQUEST_METHOD;
+use http::header::{ACCESS_CONTROL_REQUEST_METHOD, ORIGIN};
 use http::{HeaderMap, Method, Response};
-use rate_limit_core::limiter::{Holding, Reservation};
-use rate_limit_core::{Answer, AnyStore, Chain, ChainMode, FailurePolicy, Limiter};
+use rate_limit_core::limiter::{Holding, Reservation, SlotKey};
+use rate_limit_core::{Answer, AnyStore, Chain, ChainMode, Check, FailurePolicy, Limiter};
 
 use crate::access::Listed;
-use crate::answer::{Answering, Verdict};
+use crate::answer::{Answering, Ctx, Verdict, accepts_html};
 use crate::headers::{self, RateLimitInfo, Record};
 use crate::meters::Meters;
-use crate::response;
-use crate::rule::{BanAnswer, InFlightRule, Rule};
+use crate::refusal::Refusal;
+use crate::rule::{BanAnswer, InFlightRule, Rule, not_owned};
 
 #[derive(Clone)]
 pub(crate) struct Shared {
@@ -51,36 +50,11 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// What the request told us that the answer needs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Ctx {
-    /// `Accept` has `text/html` and refusals redirect browsers (else not asked).
-    pub(crate) wants_html: bool,
-    pub(crate) origin: bool,
-    /// Whether the response keeps its [`RateLimitInfo`] (for an outer layer, or because the
-    /// layer was told to).
-    pub(crate) record: bool,
-    /// A gRPC call: the layer's own answers are gRPC statuses ([`crate::grpc`]).
-    pub(crate) grpc: bool,
-}
-
-/// One of the layer's own answers, finished for the request: CORS exposure, and gRPC's
-/// form for a gRPC call.
-pub(crate) fn finish(resp: &mut Response<Bytes>, ctx: Ctx) {
-    if ctx.origin {
-        headers::expose(resp.headers_mut());
-    }
-    if ctx.grpc {
-        *resp = crate::grpc::answer(std::mem::take(resp));
-    }
-}
-
-/// What to do once the store answered.
-pub(crate) enum Next {
-    /// Call the inner service, then add the headers of this record.
-    Proceed(Record),
-    /// Answer this instead.
-    Respond(Response<Bytes>),
+/// What a request's head asks of the store: nothing (an allow list passed it), or the
+/// chain of checks and the in-flight slots [`Shared::plan`] filled in.
+pub(crate) enum Plan {
+    Pass,
+    Check,
 }
 
 impl Shared {
@@ -94,8 +68,53 @@ impl Shared {
                 && headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD))
     }
 
+    /// What the response to a request with these headers needs to know of it.
+    #[inline]
+    pub(crate) fn ctx(&self, headers: &HeaderMap) -> Ctx {
+        let grpc = crate::grpc::is_grpc(headers);
+        Ctx {
+            wants_html: !grpc && self.answering.redirect.is_some() && accepts_html(headers),
+            origin: headers.contains_key(ORIGIN),
+            record: self.info_extension || crate::nesting::under_another_layer(),
+            grpc,
+        }
+    }
+
+    /// What a request's head asks of the store: the access lists, then each rule's
+    /// principal and cost (into `chain`), then each in-flight limit's (into `slots`); the
+    /// first that refuses answers. Filled in place: a chain is too large to move around.
+    #[inline(always)]
+    #[allow(
+        clippy::result_large_err,
+        reason = "inlined into `call`: the refusal is built in place (see `Verdict`)"
+    )]
+    pub(crate) fn plan(
+        &self,
+        parts: &http::request::Parts,
+        chain: &mut Chain,
+        slots: &mut Vec<SlotKey>,
+    ) -> Result<Plan, Refusal> {
+        match self.listed(parts) {
+            Listed::Neither => {}
+            Listed::Allowed => return Ok(Plan::Pass),
+            Listed::Unresolved(rejection) => return Err(rejection.into()),
+            _ => return Err(Refusal::denied()),
+        }
+        for rule in &self.rules {
+            let p = rule.key.extract(parts)?;
+            if !rule.limit.may_name(&p) {
+                return Err(not_owned(rule.limit.name(), &p).into());
+            }
+            chain.push(Check::new(rule.limit.key(p), rule.cost_of(parts)));
+        }
+        for rule in &self.in_flight {
+            slots.push(rule.limit.slots(rule.key.extract(parts)?));
+        }
+        Ok(Plan::Check)
+    }
+
     /// What the access lists say of a request (counted), `Neither` without lists.
-    pub(crate) fn listed(&self, parts: &http::request::Parts) -> Listed {
+    fn listed(&self, parts: &http::request::Parts) -> Listed {
         let Some(access) = &self.access else {
             return Listed::Neither;
         };
@@ -108,9 +127,9 @@ impl Shared {
         listed
     }
 
-    /// Turns the limiter's answer into what the service does next.
+    /// The verdict on the limiter's answer: go ahead with this record, or refuse.
     /// `seed` names the refused principal, for jitter (`Answering::jitter_seed`).
-    pub(crate) fn next(&self, answer: Answer, ctx: Ctx, seed: u64) -> Next {
+    pub(crate) fn decide(&self, answer: Answer, seed: u64) -> Verdict<Record> {
         if !self.answering.shadow
             && let Some((i, d)) = answer.decision().and_then(|d| d.denied_by())
             && d.is_ban()
@@ -120,22 +139,22 @@ impl Shared {
             if let Some(d) = answer.decision() {
                 crate::trace::refused(&self.names, d, false);
             }
-            return Next::Respond(response::banned());
+            return Verdict::Refuse(Refusal::banned_forbidden());
         }
         if let Some(record) = self.admitted(&answer) {
-            return Next::Proceed(record);
+            return Verdict::Proceed(record);
         }
         match self
             .answering
-            .verdict(answer, &self.names, &self.meters, ctx.wants_html, seed)
+            .verdict(answer, &self.names, &self.meters, seed)
         {
-            Verdict::Proceed(info) => Next::Proceed(info.into()),
-            Verdict::Respond(resp) => Next::Respond(resp),
+            Verdict::Proceed(info) => Verdict::Proceed(info.into()),
+            Verdict::Refuse(refusal) => Verdict::Refuse(refusal),
         }
     }
 
     /// The common case, a chain the store admitted: its record, its limits counted as
-    /// allowed; `None` for any other answer ([`Shared::next`] turns those into a verdict).
+    /// allowed; `None` for any other answer ([`Shared::decide`] decides those).
     #[inline]
     pub(crate) fn admitted(&self, answer: &Answer) -> Option<Record> {
         let Answer::Store(d) = answer else {
@@ -149,20 +168,17 @@ impl Shared {
         Some(Record::admitted(&self.names, d))
     }
 
-    /// The 429 of an in-flight limit whose slots are all held.
+    /// The refusal of an in-flight limit whose slots are all held.
     pub(crate) fn in_flight_refusal(
         &self,
         j: usize,
         max: u32,
         retry_after: std::time::Duration,
-        ctx: Ctx,
-    ) -> Response<Bytes> {
+    ) -> Refusal {
         if let Some(m) = self.meters.in_flight.get(j) {
             m.decided(crate::meters::Outcome::Limited);
         }
-        let name = Arc::clone(&self.in_flight[j].name);
-        self.answering
-            .in_flight_refused(name, max, retry_after, ctx.wants_html)
+        Refusal::in_flight(Arc::clone(&self.in_flight[j].name), max, retry_after)
     }
 
     /// What the store's answer to `chain` tells the meters, when it failed: its kind and

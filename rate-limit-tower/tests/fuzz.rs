@@ -416,8 +416,9 @@ proptest! {
             .collect();
         let answer = Answer::Store(ChainDecision::new(decisions));
         let answering = Answering::new().headers(HeaderStyle::Both);
-        let h = match answering.verdict_for(answer, &chain, false) {
-            Verdict::Respond(resp) => {
+        let h = match answering.verdict_for(answer, &chain) {
+            Verdict::Refuse(refusal) => {
+                let resp = answering.respond(refusal, &HeaderMap::new());
                 prop_assert_eq!(resp.status(), 429);
                 resp.headers().clone()
             }

@@ -341,3 +341,62 @@ async fn the_in_handler_limiter_refuses_to_ban_an_account() {
     assert_eq!(seen[2].0, 429);
     assert!(seen[2].1.starts_with("\"handler-ban\""), "{seen:?}");
 }
+
+/// The in-handler limiter taken as an extractor knows the request it answers: its one
+/// `check` sends a refused browser to the friendly page (with the wait), answers an API
+/// client with JSON and a gRPC call with its status, as the layer would.
+#[tokio::test]
+async fn the_in_handler_check_answers_each_client_in_its_own_form() {
+    #[derive(Clone)]
+    struct App {
+        limiter: HandlerLimiter,
+        once: Limit,
+    }
+    impl axum::extract::FromRef<App> for HandlerLimiter {
+        fn from_ref(app: &App) -> Self {
+            app.limiter.clone()
+        }
+    }
+    async fn work(
+        State(app): State<App>,
+        limiter: HandlerLimiter,
+    ) -> Result<(Admitted, &'static str), Refused> {
+        let chain = Chain::new().check(&app.once, Principal::user("u"));
+        Ok((limiter.check(&chain, FailurePolicy::Closed).await?, "done"))
+    }
+    let answering = rate_limit_tower::Answering::new()
+        .redirect_browsers("/slow-down?wait={retry_after}")
+        .unwrap();
+    let app = App {
+        limiter: HandlerLimiter::new(Limiter::new(MemoryStore::new())).answering(answering),
+        once: Limit::fixed_window("once", 1, MINUTE).unwrap(),
+    };
+    let router = Router::new().route("/work", post(work)).with_state(app);
+    let server = Server::start(router).await.unwrap();
+    let http = client();
+    let send = |accept: &str, content_type: &str| {
+        http.post(server.url("/work"))
+            .header("accept", accept)
+            .header("content-type", content_type)
+            .send()
+    };
+    assert_eq!(send("*/*", "text/plain").await.unwrap().status(), 200);
+    let browser = send("text/html,*/*;q=0.8", "text/plain").await.unwrap();
+    assert_eq!(browser.status(), StatusCode::SEE_OTHER);
+    let wait = retry_after(&browser);
+    assert_eq!(
+        browser.headers()["location"],
+        format!("/slow-down?wait={wait}").as_str()
+    );
+    let api = send("application/json", "application/json").await.unwrap();
+    assert_eq!(api.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        api.text()
+            .await
+            .unwrap()
+            .contains("\"code\":\"limit.exceeded\"")
+    );
+    let grpc = send("*/*", "application/grpc").await.unwrap();
+    assert_eq!(grpc.status(), StatusCode::OK);
+    assert_eq!(grpc.headers()["grpc-status"], "8");
+}

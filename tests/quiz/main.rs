@@ -82,11 +82,28 @@ async fn table(store: AnyStore) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(r.headers()["location"], "/too-many-requests");
-    assert!(retry_after(&r) >= 1);
-    let page = http.get(url("/too-many-requests")).send().await.unwrap();
+    // The page is told the wait, and says it.
+    let wait = retry_after(&r);
+    assert!(wait >= 1);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(location, format!("/too-many-requests?wait={wait}"));
+    let page = http.get(url(&location)).send().await.unwrap();
     assert_eq!(page.status(), StatusCode::OK);
-    assert!(page.text().await.unwrap().contains("Slow down"));
+    let page = page.text().await.unwrap();
+    assert!(page.contains("Slow down"), "{page}");
+    let says = if wait == 1 {
+        "1 second".to_owned()
+    } else {
+        format!("{wait} seconds")
+    };
+    assert!(page.contains(&format!("Wait {says},")), "{page}");
+    // A wait typed into the URL by anyone is only ever a number.
+    let forged = http
+        .get(url("/too-many-requests?wait=<script>"))
+        .send()
+        .await
+        .unwrap();
+    assert!(forged.text().await.unwrap().contains("Wait a few seconds,"));
 
     // Bad participant ids are 400, never 5xx.
     for bad in [
@@ -204,7 +221,11 @@ async fn table(store: AnyStore) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(r.headers()["location"], "/too-many-requests");
+    let location = r.headers()["location"].to_str().unwrap();
+    assert_eq!(
+        location,
+        format!("/too-many-requests?wait={}", retry_after(&r))
+    );
 
     // Ask: canned answers; 15 per visitor and game a day.
     let ask = |game: Option<&str>, body: &str| {

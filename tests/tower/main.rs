@@ -6,7 +6,9 @@
 #![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
 
 mod client_ip;
+mod costs;
 mod forwarded;
+mod refusals;
 mod trace;
 
 use std::time::Duration;

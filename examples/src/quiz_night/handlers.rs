@@ -26,8 +26,22 @@ pub(super) async fn home() -> Html<&'static str> {
     Html(pages::HOME)
 }
 
-pub(super) async fn limited_page() -> Html<&'static str> {
-    Html(pages::TOO_MANY_REQUESTS)
+/// The friendly page, saying the wait the layer put in its query (`?wait=45`); a wait
+/// that is not a number of seconds up to a day (anyone can type the URL) says "a few".
+pub(super) async fn limited_page(uri: axum::http::Uri) -> Html<String> {
+    let wait = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|p| p.strip_prefix("wait="))
+        .and_then(|w| w.parse::<u64>().ok())
+        .filter(|&w| (1..=86_400).contains(&w));
+    let wait = match wait {
+        Some(1) => "1 second".to_owned(),
+        Some(secs) => format!("{secs} seconds"),
+        None => "a few seconds".to_owned(),
+    };
+    Html(pages::TOO_MANY_REQUESTS.replace("{wait}", &wait))
 }
 
 pub(super) async fn robots() -> &'static str {

@@ -186,7 +186,9 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
     }
     let limiter = limiter.build()?;
     // One way of answering for every layer and the handlers: 303 to the page for browsers.
-    let answering = rate_limit_tower::Answering::new().redirect_browsers(LIMITED_PAGE)?;
+    // The page is told the wait (`?wait=45`), so it can say it.
+    let page = format!("{LIMITED_PAGE}?wait={{retry_after}}");
+    let answering = rate_limit_tower::Answering::new().redirect_browsers(&page)?;
     let layer = || RateLimitLayer::new(limiter.clone()).answering(answering.clone());
 
     let global = layer()

@@ -15,7 +15,7 @@ pub(super) const TOO_MANY_REQUESTS: &str = r#"<!doctype html>
 <head><meta charset="utf-8"><title>Slow down a little</title></head>
 <body>
 <h1>Slow down a little</h1>
-<p>Your device sent more requests than the quiz can take right now. Wait a few seconds,
+<p>Your device sent more requests than the quiz can take right now. Wait {wait},
 then go back and carry on: your answers so far are safe.</p>
 <p><a href="/">Back to the quiz</a></p>
 </body>

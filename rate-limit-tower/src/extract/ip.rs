@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use http::request::Parts;
 use http::{Extensions, HeaderName};
 use ipnet::IpNet;
+use rate_limit_core::net::IpBlock;
 use rate_limit_core::{ConfigError, ConfigErrorKind, Principal};
 
 use super::forwarded::{self, Walk, canonical};
@@ -88,7 +89,7 @@ type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
 /// ```
 #[derive(Clone)]
 pub struct ClientIp {
-    trusted: Arc<[IpNet]>,
+    trusted: Arc<[IpBlock]>,
     source: ForwardedSource,
     v4_prefix: u8,
     v6_prefix: u8,
@@ -162,11 +163,44 @@ impl ClientIp {
         }
     }
 
-    /// The reverse proxies whose forwarding headers are believed.
+    /// The reverse proxies whose forwarding headers are believed, as networks
+    /// ([`IpNet`](crate::extract::IpNet), re-exported: `"10.0.0.0/8".parse()?`). See
+    /// [`trusted_proxies_parse`](Self::trusted_proxies_parse) for a list of strings.
     #[must_use]
     pub fn trusted_proxies(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
-        self.trusted = nets.into_iter().collect::<Vec<_>>().into();
+        self.trusted = nets.into_iter().map(block_of).collect::<Vec<_>>().into();
         self
+    }
+
+    /// The reverse proxies whose forwarding headers are believed, as written in a
+    /// configuration file: CIDRs (`10.0.0.0/8`, `2001:db8::/32`) and single addresses
+    /// (`192.0.2.7`, `::1`), as access lists read them. `ip.proxy_invalid`, naming the
+    /// entry's position, for anything else.
+    ///
+    /// ```
+    /// use rate_limit_tower::extract::ClientIp;
+    ///
+    /// let ip = ClientIp::new().trusted_proxies_parse(&["10.0.0.0/8", "::1"])?;
+    /// # let _ = ip;
+    /// let err = ClientIp::new().trusted_proxies_parse(&["10.0.0.0/33"]).unwrap_err();
+    /// assert_eq!(err.code(), "ip.proxy_invalid");
+    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// ```
+    pub fn trusted_proxies_parse<S: AsRef<str>>(
+        mut self,
+        entries: &[S],
+    ) -> Result<Self, ConfigError> {
+        let blocks = entries.iter().enumerate().map(|(i, e)| {
+            e.as_ref().trim().parse::<IpBlock>().map_err(|e| {
+                ConfigError::new(
+                    ConfigErrorKind::ProxyInvalid,
+                    format!("trusted_proxies[{i}]"),
+                    e.to_string(),
+                )
+            })
+        });
+        self.trusted = blocks.collect::<Result<Vec<_>, _>>()?.into();
+        Ok(self)
     }
 
     /// Where trusted proxies report the client (default `X-Forwarded-For`).
@@ -202,7 +236,7 @@ impl ClientIp {
     }
 
     fn is_trusted(&self, ip: IpAddr) -> bool {
-        self.trusted.iter().any(|net| net.contains(&ip))
+        self.trusted.iter().any(|net| net.contains(ip))
     }
 
     /// The client's address (not grouped by prefix).
@@ -264,6 +298,20 @@ impl KeyExtractor for ClientIp {
             self.v4_prefix,
             self.v6_prefix,
         ))
+    }
+}
+
+/// A network as the range of addresses it holds.
+fn block_of(net: IpNet) -> IpBlock {
+    match net {
+        IpNet::V4(n) => IpBlock::V4 {
+            first: u32::from(n.network()),
+            last: u32::from(n.broadcast()),
+        },
+        IpNet::V6(n) => IpBlock::V6 {
+            first: u128::from(n.network()),
+            last: u128::from(n.broadcast()),
+        },
     }
 }
 

@@ -50,6 +50,9 @@ mod ip;
 mod rejection;
 
 pub use ip::{ClientIp, ForwardedSource};
+/// A network (`"10.0.0.0/8".parse()`), for [`ClientIp::trusted_proxies`]: re-exported from
+/// `ipnet`, so there is no crate to add.
+pub use ipnet::IpNet;
 pub use rejection::{Rejection, RejectionKind};
 
 /// The default cap on a header principal's length, in bytes, where the value may be kept
@@ -317,6 +320,7 @@ impl KeyExtractor for HeaderKey {
 pub struct Bearer {
     max: usize,
     hashing: Hashing,
+    kind: PrincipalKind,
 }
 
 impl Default for Bearer {
@@ -324,6 +328,7 @@ impl Default for Bearer {
         Self {
             max: DEFAULT_MAX_HASHED_LEN,
             hashing: Hashing::Sha256,
+            kind: PrincipalKind::User,
         }
     }
 }
@@ -346,6 +351,22 @@ impl Bearer {
     #[must_use]
     pub fn keyed(mut self, key: HashKey) -> Self {
         self.hashing = Hashing::Keyed(key);
+        self
+    }
+
+    /// What the token names (default [`PrincipalKind::User`]): an API key, a service, a
+    /// kind of your own. Keys, metrics and the admin page show it.
+    ///
+    /// ```
+    /// use rate_limit_core::PrincipalKind;
+    /// use rate_limit_tower::extract::Bearer;
+    ///
+    /// let api_keys = Bearer::new().kind(PrincipalKind::ApiKey);
+    /// # let _ = api_keys;
+    /// ```
+    #[must_use]
+    pub fn kind(mut self, kind: PrincipalKind) -> Self {
+        self.kind = kind;
         self
     }
 }
@@ -372,7 +393,7 @@ impl KeyExtractor for Bearer {
                 })?;
                 visible_ascii(&t, self.max, "bearer token", false)
                     .map_err(|r| r.unauthorized(challenge.clone()))?;
-                Ok(self.hashing.principal(&PrincipalKind::User, t.as_bytes()))
+                Ok(self.hashing.principal(&self.kind, t.as_bytes()))
             }
             _ => Err(Rejection::invalid(
                 "principal.invalid",

@@ -100,6 +100,11 @@ impl Rejection {
         self.code
     }
 
+    /// The message, borrowed or owned as it was given.
+    pub(crate) fn message_cow(&self) -> &Cow<'static, str> {
+        &self.message
+    }
+
     /// The message for the client.
     pub fn message(&self) -> &str {
         &self.message

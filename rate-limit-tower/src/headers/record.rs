@@ -49,11 +49,6 @@ impl Record {
         RateLimitInfo::from_chain(names, d).into()
     }
 
-    /// The record, leaving [`Record::Nothing`] in its place.
-    pub(crate) fn take(&mut self) -> Self {
-        std::mem::replace(self, Self::Nothing)
-    }
-
     /// The full view (`names`: the layer's limit names, as given to [`Record::admitted`]).
     pub(crate) fn into_info(self, names: &[Arc<str>]) -> Option<RateLimitInfo> {
         match self {

@@ -70,6 +70,27 @@ async fn a_missing_bearer_is_401_with_a_challenge() {
     assert_eq!(send(svc, ok).await.status, StatusCode::OK);
 }
 
+/// A bearer token names the kind it is given (an API key here), hashed either way.
+#[test]
+fn a_bearer_names_its_kind() {
+    use rate_limit_tower::extract::KeyExtractor;
+    let (parts, ()) = Request::get("/")
+        .header("authorization", "Bearer sk-live-123")
+        .body(())
+        .unwrap()
+        .into_parts();
+    let user = Bearer::new().extract(&parts).unwrap();
+    let key = Bearer::new()
+        .kind(PrincipalKind::ApiKey)
+        .extract(&parts)
+        .unwrap();
+    assert_eq!(user.kind(), &PrincipalKind::User);
+    assert_eq!(key.kind(), &PrincipalKind::ApiKey);
+    for p in [&user, &key] {
+        assert!(!p.as_str().contains("sk-live"), "hashed: {p:?}");
+    }
+}
+
 #[derive(Clone)]
 struct SignedIn(String);
 

@@ -1,0 +1,78 @@
+//! Costs taken from a request's head, before its body is read ([`Rule::cost_from`](crate::Rule::cost_from)).
+//!
+//! ```
+//! use rate_limit_core::{Limit, PrincipalKind};
+//! use rate_limit_tower::{RateLimitLayer, Rule, cost};
+//! use rate_limit_tower::extract::HeaderKey;
+//! use std::time::Duration;
+//!
+//! // 10 MiB of uploads per user per minute, charged by the KiB the request declares; a
+//! // body of unknown length (chunked) is charged as the most the route accepts, 1 MiB.
+//! let uploads = RateLimitLayer::in_memory().rule(
+//!     Rule::new(
+//!         Limit::sliding_window("upload-kib", 10 * 1_024, Duration::from_secs(60))?,
+//!         HeaderKey::new("x-user".parse().unwrap(), PrincipalKind::User),
+//!     )
+//!     .cost_from(|head| cost::body_kib(head).unwrap_or(1_024)),
+//! );
+//! # let _ = uploads;
+//! # Ok::<(), rate_limit_core::ConfigError>(())
+//! ```
+//!
+//! What a client controls: every byte of the head, so a computed cost is only as honest as
+//! the header it reads. `content-length` is honest where it matters: hyper reads no more
+//! of a body than it declares, so a client that declares 1 KiB and sends 2 MiB has sent
+//! 1 KiB and then a malformed next request. A client that declares nothing (chunked
+//! encoding) gets the `None` branch: charge the most the route accepts, and cap the body at
+//! that (axum's `DefaultBodyLimit`, tower-http's `RequestBodyLimitLayer`). A refused
+//! request never reaches the inner service, so its body is never read.
+
+use std::sync::Arc;
+
+use http::header::CONTENT_LENGTH;
+use http::request::Parts;
+
+/// A cost computed from a request's head.
+pub(crate) type CostFn = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
+
+/// The body's declared length (`content-length`) in KiB (1 024 bytes), rounded up: 0 for
+/// an empty body, 1 for 1 to 1 024 bytes. `None` when the request declares none (a chunked
+/// body) or one that is not a number.
+pub fn body_kib(head: &Parts) -> Option<u64> {
+    body_units(head, 1_024)
+}
+
+/// The body's declared length in units of `unit` bytes (at least 1), rounded up; `None`
+/// as for [`body_kib`].
+pub fn body_units(head: &Parts, unit: u64) -> Option<u64> {
+    let len = head.headers.get(CONTENT_LENGTH)?.to_str().ok()?;
+    let len: u64 = len.trim().parse().ok()?;
+    Some(len.div_ceil(unit.max(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(len: Option<&str>) -> Parts {
+        let mut b = http::Request::post("/");
+        if let Some(len) = len {
+            b = b.header(CONTENT_LENGTH, len);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn the_declared_length_is_counted_in_whole_units_rounded_up() {
+        assert_eq!(body_kib(&head(Some("0"))), Some(0));
+        assert_eq!(body_kib(&head(Some("1"))), Some(1));
+        assert_eq!(body_kib(&head(Some("1024"))), Some(1));
+        assert_eq!(body_kib(&head(Some("1025"))), Some(2));
+        assert_eq!(body_kib(&head(Some("2097152"))), Some(2_048));
+        assert_eq!(body_units(&head(Some("10")), 0), Some(10));
+        assert_eq!(body_kib(&head(None)), None);
+        assert_eq!(body_kib(&head(Some("-1"))), None);
+        assert_eq!(body_kib(&head(Some("lots"))), None);
+        assert_eq!(body_kib(&head(Some("99999999999999999999999"))), None);
+    }
+}
