@@ -32,7 +32,7 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rate_limit_axum::{HandlerLimiter, RejectionResponse, client_ip};
+use rate_limit_axum::{HandlerLimiter, client_ip};
 use rate_limit_core::budget::{Budget, Spender};
 use rate_limit_core::{AnyStore, ConfigError, FailurePolicy, Limit, Limiter};
 use rate_limit_tower::extract::{Bearer, ClientIp, KeyExtractor};
@@ -68,7 +68,8 @@ pub async fn resolve_ingredients(limiter: &Limiter<AnyStore>, budget: &Budget) -
 async fn curate(State(s): State<FoodState>, parts: Parts) -> Response {
     let user = match Bearer::new().extract(&parts) {
         Ok(p) => p.value().to_owned(),
-        Err(r) => return RejectionResponse(r).into_response(),
+        // Answered as the limiter answers: problem details.
+        Err(r) => return s.limiter.refuse(r.into(), &parts.headers).into_response(),
     };
     let chain = s.model.chain(&Spender::user(user), 1);
     match s

@@ -157,7 +157,7 @@ impl HandlerLimiter {
                 info,
                 answering: self.answering.clone(),
             }),
-            Verdict::Refuse(refusal) => Err(self.refused(refusal, headers)),
+            Verdict::Refuse(refusal) => Err(self.refuse(refusal, headers)),
         }
     }
 
@@ -165,11 +165,15 @@ impl HandlerLimiter {
     /// error, answered through the responder.
     #[allow(clippy::result_large_err)]
     fn bans(&self, chain: &Chain, headers: &http::HeaderMap) -> Result<(), Refused> {
-        rate_limit_tower::check_bans(chain).map_err(|r| self.refused(r.into(), headers))
+        rate_limit_tower::check_bans(chain).map_err(|r| self.refuse(r.into(), headers))
     }
 
-    /// The response to `refusal`, for a request with these headers.
-    fn refused(&self, refusal: Refusal, headers: &http::HeaderMap) -> Refused {
+    /// The response to `refusal` for a request with these headers, made as this
+    /// limiter's refusals are (its [`Answering`]'s responder, headers and forms): for a
+    /// refusal decided in the handler, e.g. an extractor's rejection
+    /// (`limiter.refuse(rejection.into(), &parts.headers)`), so that it answers in problem
+    /// details where the limiter does.
+    pub fn refuse(&self, refusal: Refusal, headers: &http::HeaderMap) -> Refused {
         let resp = self.answering.respond(refusal, headers);
         Refused(resp.map(axum::body::Body::from))
     }
@@ -190,12 +194,12 @@ impl HandlerLimiter {
             SlotAnswer::Open(_) => Ok(None),
             SlotAnswer::Full { max, retry_after } => {
                 let name = std::sync::Arc::from(key.in_flight().name());
-                Err(self.refused(Refusal::in_flight(name, max, retry_after), headers))
+                Err(self.refuse(Refusal::in_flight(name, max, retry_after), headers))
             }
             // Closed (or a kind this version does not know): 503, as the layer answers.
             _ => {
                 let wait = std::time::Duration::from_secs(1);
-                Err(self.refused(Refusal::unavailable(wait), headers))
+                Err(self.refuse(Refusal::unavailable(wait), headers))
             }
         }
     }

@@ -83,6 +83,22 @@ async fn table(store: AnyStore) {
     let r = curate("/curation/classify").await.unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.headers()["ratelimit-limit"], "50");
+    // The API answers every refusal as problem details: the 429 above, and a 401 decided
+    // in the handler (no bearer token) alike.
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let anonymous = http
+        .post(server.url("/curation/suggest"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        anonymous.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
+    let body = anonymous.text().await.unwrap();
+    assert!(body.contains("\"code\":\"principal.missing\""), "{body}");
     let limiter = Limiter::new(store.clone());
     for _ in 0..20 {
         assert!(
