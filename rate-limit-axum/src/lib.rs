@@ -60,6 +60,41 @@
 //! }
 //! ```
 
+//!
+//! # Feature flags
+//!
+//! None is on by default. Each store feature turns on the same feature of the crates
+//! below, so one dependency line is enough.
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `admin` | the admin API and operator's page ([`admin`]): JSON, forms, sessions |
+//! | `metrics` | the layer's series and the admin's failed authentications and lockouts, through the `metrics` facade |
+//! | `redis` | the Redis store (`core::RedisStore`) |
+//! | `cluster` | Redis Cluster (implies `redis`) |
+//! | `sentinel` | Redis behind Sentinel (implies `redis`) |
+//! | `tls` | TLS to Redis, `rediss://` (implies `redis`) |
+//! | `config` | limits and the store from a TOML file (`core::config`) |
+//! | `test-util` | `core::testing`: a store that fails on demand, a log capture |
+//!
+//! # On Redis
+//!
+//! ```toml
+//! rate-limit-axum = { version = "0.1", features = ["redis"] }
+//! ```
+//!
+//! ```
+//! # #[cfg(feature = "redis")]
+//! # fn store() -> Result<(), rate_limit_core::ConfigError> {
+//! use rate_limit_axum::{Limiter, RateLimitLayer};
+//! use rate_limit_core::AnyStore;
+//!
+//! // REDIS_URL, REDIS_CLUSTER or REDIS_SENTINEL name the store; process memory otherwise.
+//! let limiter = Limiter::new(AnyStore::from_env()?);
+//! let layer = RateLimitLayer::new(limiter); // then `.rule(...)` as above
+//! # let _ = layer; Ok(()) }
+//! ```
+
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "admin")]

@@ -24,6 +24,37 @@
 //! # }
 //! ```
 //!
+//! # Feature flags
+//!
+//! None is on by default: the memory store needs nothing.
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `redis` | the Redis store, standalone ([`RedisStore`]) |
+//! | `cluster` | Redis Cluster for the Redis store (implies `redis`) |
+//! | `sentinel` | Redis behind Sentinel: the primary asked of the Sentinels, failovers followed (implies `redis`) |
+//! | `tls` | TLS to Redis (`rediss://`) with rustls and its *ring* provider, for all three (implies `redis`) |
+//! | `config` | limits, policies and the store from a TOML file ([`config`]) |
+//! | `test-util` | [`testing`]: a store that fails on demand and a log capture, for your own tests |
+//!
+//! # Redis
+//!
+//! One store for every instance, named by the environment (`REDIS_URL`, `REDIS_CLUSTER`,
+//! `REDIS_SENTINEL`; process memory when none is set) and checked at start:
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # async fn start() -> Result<(), Box<dyn std::error::Error>> {
+//! use rate_limit_core::{AnyStore, Limiter};
+//!
+//! let store = AnyStore::from_env()?; // e.g. REDIS_URL=redis://127.0.0.1:6379/
+//! if let AnyStore::Redis(redis) = &store {
+//!     redis.verify().await?; // reachable, its version and ACL enough: a clear error if not
+//! }
+//! let limiter = Limiter::new(store);
+//! # let _ = limiter; Ok(()) }
+//! ```
+//!
 #![doc = include_str!("../ALGORITHMS.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -464,34 +464,37 @@ fn the_files_of_one_folder_import_each_other_without_a_circle() {
     );
 }
 
-// One dependency line reaches every feature: rate-limit-tower forwards each of core's
-// features, and rate-limit-axum each of tower's (but `axum`, which it turns on itself).
-
-/// The feature names of the `[features]` table of `crate_dir/Cargo.toml`.
-fn features(crate_dir: &str) -> Vec<String> {
+/// docs/ARCHITECTURE.md's table of layers, as (layer, modules), top layer first.
+fn documented_layers() -> Vec<(String, Vec<String>)> {
     let dir = env!("CARGO_MANIFEST_DIR");
-    let text = std::fs::read_to_string(format!("{dir}/../{crate_dir}/Cargo.toml")).unwrap();
+    let text = std::fs::read_to_string(format!("{dir}/../docs/ARCHITECTURE.md")).unwrap();
     text.lines()
-        .skip_while(|l| l.trim() != "[features]")
-        .skip(1)
-        .take_while(|l| !l.starts_with('['))
-        .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim().to_owned()))
-        .filter(|name| !name.is_empty() && !name.starts_with('#') && name != "default")
+        .skip_while(|l| !l.starts_with("| layer |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let modules = cells[2]
+                .split(',')
+                .map(|m| m.trim().trim_matches('`').to_owned());
+            (cells[1].to_owned(), modules.collect())
+        })
         .collect()
 }
 
 #[test]
-fn every_lower_feature_is_forwarded_by_the_crates_above() {
-    let (core, tower, axum) = (
-        features("rate-limit-core"),
-        features("rate-limit-tower"),
-        features("rate-limit-axum"),
+fn the_architecture_document_names_the_layers_the_test_enforces() {
+    let enforced: Vec<(String, Vec<String>)> = LAYERS
+        .iter()
+        .rev()
+        .map(|(layer, modules)| {
+            let modules = modules.iter().map(|m| (*m).to_owned()).collect();
+            ((*layer).to_owned(), modules)
+        })
+        .collect();
+    assert_eq!(
+        documented_layers(),
+        enforced,
+        "docs/ARCHITECTURE.md against LAYERS"
     );
-    assert!(core.contains(&"redis".to_owned()), "{core:?}");
-    let missing = |from: &[String], to: &[String]| -> Vec<String> {
-        let skip = |f: &&String| *f != "axum" && !to.contains(f);
-        from.iter().filter(skip).cloned().collect()
-    };
-    assert_eq!(missing(&core, &tower), Vec::<String>::new(), "not in tower");
-    assert_eq!(missing(&tower, &axum), Vec::<String>::new(), "not in axum");
 }

@@ -55,6 +55,43 @@
 //! # Ok(()) }
 //! ```
 
+//!
+//! # Feature flags
+//!
+//! None is on by default. The store features turn on the same feature of
+//! `rate-limit-core`, so one dependency line is enough.
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `metrics` | the layer's decisions, store latency and errors through the `metrics` facade ([`metrics`]) |
+//! | `axum` | [`ClientIp`](extract::ClientIp) also reads axum's `ConnectInfo<SocketAddr>` (on with `rate-limit-axum`) |
+//! | `redis` | the Redis store (`core::RedisStore`) |
+//! | `cluster` | Redis Cluster (implies `redis`) |
+//! | `sentinel` | Redis behind Sentinel (implies `redis`) |
+//! | `tls` | TLS to Redis, `rediss://` (implies `redis`) |
+//! | `config` | limits and the store from a TOML file (`core::config`) |
+//! | `test-util` | `core::testing`: a store that fails on demand, a log capture |
+//!
+//! # On Redis
+//!
+//! Every instance counts in one store: give the layer a limiter over it.
+//!
+//! ```
+//! # #[cfg(feature = "redis")]
+//! # fn layer() -> Result<(), rate_limit_core::ConfigError> {
+//! use rate_limit_core::{AnyStore, Limit, Limiter, RedisStore};
+//! use rate_limit_tower::{RateLimitLayer, Rule, extract::ClientIp};
+//! use std::time::Duration;
+//!
+//! // Nothing connects here: a server starts while Redis is down (see `RedisStore::verify`).
+//! let store = RedisStore::builder("redis://127.0.0.1:6379/").build()?;
+//! let layer = RateLimitLayer::new(Limiter::new(AnyStore::Redis(store))).rule(Rule::new(
+//!     Limit::sliding_window("per-ip", 600, Duration::from_secs(60))?,
+//!     ClientIp::new(),
+//! ));
+//! # let _ = layer; Ok(()) }
+//! ```
+
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod access;
