@@ -32,12 +32,31 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
     apt-get install -y -q redis-server redis-tools
 fi
 
-# Valkey 8.0 from bookworm-backports.
+# The Debian archive this machine's apt already uses for bookworm (deb822 `.sources` or a
+# one-line `.list`): a mirror or a proxy configured there stays respected.
+debian_archive() {
+    local uri
+    uri=$(awk 'BEGIN { RS = "" }
+        /(^|\n)Suites:[^\n]*[ \t]bookworm([ \t\n]|$)/ {
+            if (match($0, /(^|\n)URIs:[ \t]*[^ \t\n]+/)) {
+                s = substr($0, RSTART, RLENGTH); sub(/.*URIs:[ \t]*/, "", s); print s; exit
+            }
+        }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    if [ -z "$uri" ]; then
+        uri=$(awk '$1 == "deb" { sub(/\[[^]]*\]/, ""); $0 = $0; if ($3 == "bookworm") { print $2; exit } }' \
+            /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
+    fi
+    [ -n "$uri" ] || { echo "servers.sh: apt has no Debian bookworm source to add backports beside" >&2; exit 1; }
+    echo "$uri"
+}
+
+# Valkey 8.0 from bookworm-backports, from the same archive as the machine's bookworm.
 if [ "$(dpkg-query -W -f='${Version}' valkey-tools 2>/dev/null || true)" != "$VALKEY_8_DEB" ]; then
     if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-        cat >/etc/apt/sources.list.d/bookworm-backports.sources <<'EOF'
+        archive=$(debian_archive)
+        cat >/etc/apt/sources.list.d/bookworm-backports.sources <<EOF
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $archive
 Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
