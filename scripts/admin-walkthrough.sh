@@ -9,5 +9,5 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
 fi
 python3 -c 'import selenium' 2>/dev/null || pip3 install -q selenium ||
     pip3 install -q --break-system-packages selenium
-cargo build -q -p rate-limit-examples --bin quiz-night
+cargo build -q -p ratekeeper-examples --bin quiz-night
 python3 scripts/admin-walkthrough.py

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 cases="${1:-10000000}"
 export PROPTEST_CASES="$cases"
 for target in \
-    "-p rate-limit-tower --test fuzz" \
-    "-p rate-limit-core --test memory fuzz::" \
-    "-p rate-limit-core --all-features --test config_fuzz" ; do
+    "-p ratekeeper-tower --test fuzz" \
+    "-p ratekeeper-core --test memory fuzz::" \
+    "-p ratekeeper-core --all-features --test config_fuzz" ; do
     start=$(date +%s)
     # shellcheck disable=SC2086
     cargo test --release $target -- --test-threads 1

@@ -3,7 +3,7 @@
 //! `/healthz` latency, the two phases in one run. Before eviction was amortized O(1), 4
 //! connections of webhooks past the cap took `/healthz` from 0.43 ms to 28 ms (p50).
 //!
-//! `cargo bench -p rate-limit-examples --bench dedupe_flood`
+//! `cargo bench -p ratekeeper-examples --bench dedupe_flood`
 //!
 //! The server (quiz-night on the memory store, 2 worker threads) and the load share the
 //! machine's two cores. Webhooks come from 4 keep-alive connections, each request with a
@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::body::Bytes;
-use rate_limit_core::store::Dedupe;
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_examples::StoreEnv;
-use rate_limit_examples::quiz_night::{QuizConfig, app_with_store, serve};
+use ratekeeper_core::store::Dedupe;
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_examples::StoreEnv;
+use ratekeeper_examples::quiz_night::{QuizConfig, app_with_store, serve};
 
 const FLOOD: Duration = Duration::from_secs(4);
 const CONNECTIONS: usize = 4;

@@ -10,7 +10,7 @@
 //!   waiting 60 s in a handler with no limiter (what any pending request costs here: the
 //!   task, the request, the router's future), so the difference is what holding adds.
 //!
-//! `cargo bench -p rate-limit-examples --bench held`
+//! `cargo bench -p ratekeeper-examples --bench held`
 
 use std::time::Duration;
 
@@ -18,9 +18,9 @@ use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::Request;
-use rate_limit_core::{Delay, Limit, PrincipalKind};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_core::{Delay, Limit, PrincipalKind};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
@@ -97,14 +97,14 @@ async fn pending(pid: u32, router: Router) -> u64 {
     let r = router.clone();
     tasks.spawn(async move { drop(r.oneshot(request(u64::MAX)).await) });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let before = rate_limit_testkit::rss_kib(pid);
+    let before = ratekeeper_testkit::rss_kib(pid);
     let n = 10_000u64;
     for i in 0..n {
         let r = router.clone();
         tasks.spawn(async move { drop(r.oneshot(request(i)).await) });
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let during = rate_limit_testkit::rss_kib(pid);
+    let during = ratekeeper_testkit::rss_kib(pid);
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
     during.saturating_sub(before) * 1024 / n

@@ -2,7 +2,7 @@
 //! app) and tower_governor, alternating A B C for several rounds, on mostly allowed and on
 //! all-refused traffic (one exhausted key).
 //!
-//! `cargo bench -p rate-limit-examples --bench http`
+//! `cargo bench -p ratekeeper-examples --bench http`
 //!
 //! Each server runs on its own single-threaded runtime (one core); the load generator runs
 //! on another (the other core): 32 keep-alive HTTP/1.1 connections, requests with an
@@ -23,7 +23,7 @@
 
 #![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
 
-use rate_limit_testkit::redis::RedisServer as Redis;
+use ratekeeper_testkit::redis::RedisServer as Redis;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 use hyper::body::Bytes;
-use rate_limit_examples::bench_server::serve;
+use ratekeeper_examples::bench_server::serve;
 
 mod common;
 use common::Peer;

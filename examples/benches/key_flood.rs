@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use rate_limit_testkit::rss_kib;
+use ratekeeper_testkit::rss_kib;
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 

@@ -3,7 +3,7 @@
 //! traffic (10 000 keys) and refused traffic (one exhausted key). Both limiters send their
 //! rate-limit headers.
 //!
-//! `cargo bench -p rate-limit-examples --bench layer`
+//! `cargo bench -p ratekeeper-examples --bench layer`
 //!
 //! For an instruction count (repeatable, unlike time on a shared VM), run one case a fixed
 //! number of times under callgrind:
@@ -98,10 +98,10 @@ fn run_one(spec: &str) {
     // the client side of one uncoalesced check per request).
     let redis = peer
         .on_redis()
-        .then(|| rate_limit_testkit::redis::RedisServer::try_start().expect("redis-server"));
+        .then(|| ratekeeper_testkit::redis::RedisServer::try_start().expect("redis-server"));
     let url = redis
         .as_ref()
-        .map(rate_limit_testkit::redis::RedisServer::url);
+        .map(ratekeeper_testkit::redis::RedisServer::url);
     let mut r = rt.block_on(async { peer.router(refused, url.as_deref()) });
     let keys = keys(refused);
     let statuses = rt.block_on(async {

@@ -14,7 +14,7 @@ mod quiz;
 
 use std::time::{Duration, Instant};
 
-use rate_limit_testkit::rss_kib;
+use ratekeeper_testkit::rss_kib;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -3,14 +3,14 @@
 //! each fraction of it — every millisecond a batch of checks starts, each timed from when
 //! it was due — on the Redis store and, at the same rates, on the memory store.
 //!
-//! `cargo bench -p rate-limit-examples --bench redis_latency`
+//! `cargo bench -p ratekeeper-examples --bench redis_latency`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, Chain, Limit, MemoryStore, Principal, RedisStore, Store};
-use rate_limit_testkit::redis::RedisServer;
+use ratekeeper_core::{AnyStore, Chain, Limit, MemoryStore, Principal, RedisStore, Store};
+use ratekeeper_testkit::redis::RedisServer;
 use tokio::time::Instant;
 
 const SECS: u64 = 3;

@@ -3,15 +3,15 @@
 //! the Redis store, and `INFO memory`'s `used_memory` before and after, divided by the keys
 //! (`DBSIZE`). Beside it, the floor: a million `SET … PX` of names as long as ours.
 //!
-//! `cargo bench -p rate-limit-examples --bench redis_memory` (`KEYS=` to change the count)
+//! `cargo bench -p ratekeeper-examples --bench redis_memory` (`KEYS=` to change the count)
 
 #![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rate_limit_core::{Chain, Limit, Principal, RedisStore, Store};
-use rate_limit_testkit::redis::RedisServer;
+use ratekeeper_core::{Chain, Limit, Principal, RedisStore, Store};
+use ratekeeper_testkit::redis::RedisServer;
 
 fn used_memory(server: &RedisServer) -> u64 {
     server
@@ -111,7 +111,7 @@ fn main() {
     );
 }
 
-fn limits_name_sample() -> rate_limit_core::Key {
+fn limits_name_sample() -> ratekeeper_core::Key {
     Limit::fixed_window("fw", 100, Duration::from_secs(3_600))
         .unwrap()
         .key(Principal::user("u0000000"))

@@ -2,7 +2,7 @@
 //! minutes (`SOAK_SECS` to change), with Redis frozen for 60 s (SIGSTOP) a third of the way
 //! in and killed (restarted 10 s later) two thirds of the way in. Not in CI.
 //!
-//! `cargo bench -p rate-limit-examples --bench soak`
+//! `cargo bench -p ratekeeper-examples --bench soak`
 //!
 //! Prints, and fails (exit 1) unless: no request takes longer than 1 s (nothing hangs); the
 //! server's RSS at the end is within ±10% of its RSS after the first minute; each outage is
@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use rate_limit_testkit::redis::{RedisServer, free_port};
-use rate_limit_testkit::rss_kib;
+use ratekeeper_testkit::redis::{RedisServer, free_port};
+use ratekeeper_testkit::rss_kib;
 
 /// (seconds since start, answered by Redis with headers) per response.
 type Log = Arc<Mutex<Vec<(f64, bool)>>>;

@@ -37,13 +37,13 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rate_limit_axum::PathParam;
-use rate_limit_core::store::Dedupe;
-use rate_limit_core::{
+use ratekeeper_axum::PathParam;
+use ratekeeper_core::store::Dedupe;
+use ratekeeper_core::{
     AnyStore, Chain, ConfigError, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
-use rate_limit_tower::extract::{Global, KeyExtractor, Rejection, key_fn};
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_tower::extract::{Global, KeyExtractor, Rejection, key_fn};
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use serde_json::json;
 
 /// The limits, each written once.

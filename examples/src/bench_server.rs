@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::{ConfigError, Limit, Limiter, PrincipalKind};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{Answering, HeaderStyle, RateLimitLayer, Rule};
+use ratekeeper_core::{ConfigError, Limit, Limiter, PrincipalKind};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{Answering, HeaderStyle, RateLimitLayer, Rule};
 
 /// The server's settings.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub struct BenchConfig {
     pub rules: usize,
     /// Heavy hitters tracked by the limiter (`BENCH_HEAVY_HITTERS=1`: the default
     /// settings), or not.
-    pub heavy_hitters: Option<rate_limit_core::top::TopSettings>,
+    pub heavy_hitters: Option<ratekeeper_core::top::TopSettings>,
 }
 
 impl Default for BenchConfig {
@@ -84,7 +84,7 @@ impl BenchConfig {
             },
             rules: usize::try_from(num("BENCH_RULES", 1)).unwrap_or(1).max(1),
             heavy_hitters: (std::env::var("BENCH_HEAVY_HITTERS").as_deref() == Ok("1"))
-                .then(rate_limit_core::top::TopSettings::default),
+                .then(ratekeeper_core::top::TopSettings::default),
         })
     }
 

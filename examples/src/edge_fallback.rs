@@ -20,14 +20,14 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_axum::client_ip;
-use rate_limit_core::store::{BoxStore, StoreErrorKind};
-use rate_limit_core::testing::{FaultyStore, Mode};
-use rate_limit_core::{
+use ratekeeper_axum::client_ip;
+use ratekeeper_core::store::{BoxStore, StoreErrorKind};
+use ratekeeper_core::testing::{FaultyStore, Mode};
+use ratekeeper_core::{
     AnyStore, ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, RedisStore,
 };
-use rate_limit_tower::extract::Bearer;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_tower::extract::Bearer;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 
 /// Which store the example runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]

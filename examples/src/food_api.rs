@@ -32,11 +32,11 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rate_limit_axum::{HandlerLimiter, client_ip};
-use rate_limit_core::budget::{Budget, Spender};
-use rate_limit_core::{AnyStore, ConfigError, FailurePolicy, Limit, Limiter};
-use rate_limit_tower::extract::{Bearer, ClientIp, KeyExtractor};
-use rate_limit_tower::{Answering, EXPOSED_HEADERS, ProblemResponder, RateLimitLayer, Rule};
+use ratekeeper_axum::{HandlerLimiter, client_ip};
+use ratekeeper_core::budget::{Budget, Spender};
+use ratekeeper_core::{AnyStore, ConfigError, FailurePolicy, Limit, Limiter};
+use ratekeeper_tower::extract::{Bearer, ClientIp, KeyExtractor};
+use ratekeeper_tower::{Answering, EXPOSED_HEADERS, ProblemResponder, RateLimitLayer, Rule};
 use tower_http::cors::{Any, CorsLayer};
 
 #[derive(Clone)]

@@ -28,11 +28,11 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, post_service};
-use rate_limit_core::{
+use ratekeeper_core::{
     AnyStore, ConfigError, FailurePolicy, InFlight, Limit, Limiter, PrincipalKind,
 };
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{InFlightRule, RateLimitLayer, Rule};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{InFlightRule, RateLimitLayer, Rule};
 use tokio::net::TcpListener;
 use tonic::codegen::tokio_stream::Stream;
 use tonic_prost::ProstCodec;

@@ -11,10 +11,10 @@ pub mod quiz_night;
 pub mod simulate;
 /// Where an example counts, from the environment: the library's own
 /// ([`AnyStore::from_env`]).
-pub use rate_limit_core::store::StoreEnv;
+pub use ratekeeper_core::store::StoreEnv;
 
-use rate_limit_core::store::{Verified, VerifyError};
-use rate_limit_core::{AnyStore, ConfigError};
+use ratekeeper_core::store::{Verified, VerifyError};
+use ratekeeper_core::{AnyStore, ConfigError};
 
 /// The store the examples count in, from `REDIS_URL`, `REDIS_CLUSTER` or `REDIS_SENTINEL`
 /// (see [`StoreEnv`]); process memory when none is set. Announced.
@@ -67,7 +67,7 @@ pub async fn verify_env(env: &StoreEnv) -> Option<Result<Verified, VerifyError>>
 /// Serves the process's metrics as Prometheus text at `GET /metrics`, on a listener of its
 /// own, when `{prefix}_METRICS=1`: at `{prefix}_METRICS_BIND`, default `127.0.0.1:{port}`.
 /// It installs the process's `metrics` recorder (Prometheus), so every layer's series
-/// (see `rate_limit_tower::metrics`) appear there. Its own listener keeps it out of the
+/// (see `ratekeeper_tower::metrics`) appear there. Its own listener keeps it out of the
 /// limits, and off the public port. `Ok(None)`: not asked for.
 ///
 /// # Errors

@@ -21,14 +21,14 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rate_limit_axum::{HandlerLimiter, PathParam, RejectionResponse, client_ip};
-use rate_limit_core::pace::{Aimd, Pace, SharedPacer};
-use rate_limit_core::{
+use ratekeeper_axum::{HandlerLimiter, PathParam, RejectionResponse, client_ip};
+use ratekeeper_core::pace::{Aimd, Pace, SharedPacer};
+use ratekeeper_core::{
     AnyStore, Chain, ConfigError, Delay, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
-use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
-use rate_limit_tower::metrics::BansActive;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_tower::extract::{ClientIp, HeaderKey, KeyExtractor, key_fn};
+use ratekeeper_tower::metrics::BansActive;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 
 #[derive(Clone)]
 struct PlatformState {

@@ -9,8 +9,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{Chain, ConfigError, Limit, MemoryStore, Principal};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{Chain, ConfigError, Limit, MemoryStore, Principal};
 
 /// Where the simulation starts: a whole second, so windows align with the printed rows.
 pub const START_MICROS: u64 = 1_800_000_000_000_000;

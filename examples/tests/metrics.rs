@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rate_limit_testkit::redis::{RedisServer, free_port};
+use ratekeeper_testkit::redis::{RedisServer, free_port};
 
 struct Quiz {
     child: Child,

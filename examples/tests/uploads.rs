@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use rate_limit_testkit::redis::free_port;
-use rate_limit_testkit::rss_kib;
+use ratekeeper_testkit::redis::free_port;
+use ratekeeper_testkit::rss_kib;
 
 const TOKEN: &str = "uploads-admin-token-0123456789abcdef-0123456789";
 const BODY: usize = 2 * 1024 * 1024;

@@ -5,8 +5,8 @@ use std::net::{IpAddr, SocketAddr};
 use axum::extract::{ConnectInfo, MatchedPath};
 use http::Extensions;
 use http::request::Parts;
-use rate_limit_core::{Principal, PrincipalKind};
-use rate_limit_tower::extract::{ClientIp, KeyExtractor, Rejection};
+use ratekeeper_core::{Principal, PrincipalKind};
+use ratekeeper_tower::extract::{ClientIp, KeyExtractor, Rejection};
 
 /// The TCP peer from axum's `ConnectInfo<SocketAddr>` (serve with
 /// `into_make_service_with_connect_info::<SocketAddr>()`), or a `SocketAddr` extension.

@@ -5,18 +5,18 @@ use std::convert::Infallible;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::request::Parts;
-use rate_limit_core::limiter::{FailureReason, Holding, Reservation, Slot, SlotAnswer, SlotKey};
-use rate_limit_core::{AnyStore, Chain, Check, Decision, FailurePolicy, Limiter};
-use rate_limit_tower::extract::Rejection;
-use rate_limit_tower::{Answering, RateLimitInfo, Refusal, Verdict};
+use ratekeeper_core::limiter::{FailureReason, Holding, Reservation, Slot, SlotAnswer, SlotKey};
+use ratekeeper_core::{AnyStore, Chain, Check, Decision, FailurePolicy, Limiter};
+use ratekeeper_tower::extract::Rejection;
+use ratekeeper_tower::{Answering, RateLimitInfo, Refusal, Verdict};
 
 /// Checks limits from inside a handler, with the same limiter, timeout and failure
 /// policies as the layer, and the same answers. Take it from state:
 ///
 /// ```
 /// use axum::{Json, Router, extract::State, routing::post};
-/// use rate_limit_axum::{Admitted, HandlerLimiter, Refused};
-/// use rate_limit_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
+/// use ratekeeper_axum::{Admitted, HandlerLimiter, Refused};
+/// use ratekeeper_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
 /// use std::time::Duration;
 ///
 /// #[derive(Clone)]
@@ -37,7 +37,7 @@ use rate_limit_tower::{Answering, RateLimitInfo, Refusal, Verdict};
 ///     Ok((admitted, "welcome"))
 /// }
 ///
-/// # fn main() -> Result<(), rate_limit_core::ConfigError> {
+/// # fn main() -> Result<(), ratekeeper_core::ConfigError> {
 /// let app = App {
 ///     limiter: HandlerLimiter::new(Limiter::new(MemoryStore::new())),
 ///     per_account: Limit::sliding_log("sign-in-account", 5, Duration::from_secs(900))?,
@@ -67,9 +67,9 @@ impl HandlerLimiter {
     }
 
     /// At most `n` requests held at once by this limiter and its clones (default
-    /// [`default_max_held`](rate_limit_core::limiter::default_max_held): a quarter of the process's
+    /// [`default_max_held`](ratekeeper_core::limiter::default_max_held): a quarter of the process's
     /// open-file limit),
-    /// for limits made with [`Limit::delayed`](rate_limit_core::Limit::delayed): the
+    /// for limits made with [`Limit::delayed`](ratekeeper_core::Limit::delayed): the
     /// checks below wait out a request's delay, one at a time per principal, before they
     /// return; over this cap, or from a source already waiting in a full line of its
     /// principal, they answer 429 at once and give the units back. See [`Holding`].
@@ -80,7 +80,7 @@ impl HandlerLimiter {
     }
 
     /// The limiter's answer, held for its delay.
-    async fn answer(&self, chain: &Chain, policy: FailurePolicy) -> rate_limit_core::Answer {
+    async fn answer(&self, chain: &Chain, policy: FailurePolicy) -> ratekeeper_core::Answer {
         let answer = self.limiter.check(chain, policy).await;
         self.holding.hold(&self.limiter, chain, answer).await
     }
@@ -125,7 +125,7 @@ impl HandlerLimiter {
     /// Checks `chain` and keeps what it charged as a reservation, for a handler that counts
     /// by outcome: [`Reserved::keep`] when the outcome counts (a wrong password),
     /// [`Reserved::give_back`] when it does not (the right one). See
-    /// [`Reservation`](rate_limit_core::limiter::Reservation) for the race-freedom this buys and its
+    /// [`Reservation`](ratekeeper_core::limiter::Reservation) for the race-freedom this buys and its
     /// consequences. A [`Reserved`] dropped unsettled keeps its units counted.
     pub async fn reserve(
         &self,
@@ -148,7 +148,7 @@ impl HandlerLimiter {
     #[allow(clippy::result_large_err)]
     fn check_answer(
         &self,
-        answer: rate_limit_core::Answer,
+        answer: ratekeeper_core::Answer,
         chain: &Chain,
         headers: &http::HeaderMap,
     ) -> Result<Admitted, Refused> {
@@ -165,7 +165,7 @@ impl HandlerLimiter {
     /// error, answered through the responder.
     #[allow(clippy::result_large_err)]
     fn bans(&self, chain: &Chain, headers: &http::HeaderMap) -> Result<(), Refused> {
-        rate_limit_tower::check_bans(chain).map_err(|r| self.refuse(r.into(), headers))
+        ratekeeper_tower::check_bans(chain).map_err(|r| self.refuse(r.into(), headers))
     }
 
     /// The response to `refusal` for a request with these headers, made as this
@@ -178,7 +178,7 @@ impl HandlerLimiter {
         Refused(resp.map(axum::body::Body::from))
     }
 
-    /// Takes a slot of an in-flight limit ([`InFlight`](rate_limit_core::InFlight)) for
+    /// Takes a slot of an in-flight limit ([`InFlight`](ratekeeper_core::InFlight)) for
     /// work done inside the handler: hold the [`Slot`] while the work runs (it is released
     /// when dropped; move it into a streaming body to hold it until the body is sent). `Err`
     /// is the 429 (with a `Retry-After` estimate and `qu="concurrent-requests"`), or the 503
@@ -322,6 +322,6 @@ pub struct RejectionResponse(pub Rejection);
 
 impl IntoResponse for RejectionResponse {
     fn into_response(self) -> Response {
-        rate_limit_tower::rejection_response(&self.0).map(axum::body::Body::from)
+        ratekeeper_tower::rejection_response(&self.0).map(axum::body::Body::from)
     }
 }

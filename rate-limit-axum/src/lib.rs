@@ -1,6 +1,6 @@
 //! Rate limiting for axum.
 //!
-//! Everything from [`rate_limit_tower`] works with axum as it is; this crate adds keys that
+//! Everything from [`ratekeeper_tower`] works with axum as it is; this crate adds keys that
 //! speak axum ([`PathParam`], [`RouteTemplate`], [`client_ip`] from `ConnectInfo`), the
 //! in-handler limiter ([`HandlerLimiter`]) for principals and costs known only inside a
 //! handler, and `IntoResponse` for rejections.
@@ -20,13 +20,13 @@
 //!
 //! ```
 //! use axum::{Router, routing::{get, post}};
-//! use rate_limit_axum::{PathParam, client_ip};
-//! use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
-//! use rate_limit_tower::{RateLimitLayer, Rule};
-//! use rate_limit_tower::extract::HeaderKey;
+//! use ratekeeper_axum::{PathParam, client_ip};
+//! use ratekeeper_core::{FailurePolicy, Limit, PrincipalKind};
+//! use ratekeeper_tower::{RateLimitLayer, Rule};
+//! use ratekeeper_tower::extract::HeaderKey;
 //! use std::time::Duration;
 //!
-//! # fn main() -> Result<(), rate_limit_core::ConfigError> {
+//! # fn main() -> Result<(), ratekeeper_core::ConfigError> {
 //! let minute = Duration::from_secs(60);
 //! let guard = RateLimitLayer::in_memory().rule(
 //!     Rule::new(Limit::sliding_window("global-ip", 1_200, minute)?, client_ip())
@@ -80,14 +80,14 @@
 //! # On Redis
 //!
 //! ```toml
-//! rate-limit-axum = { version = "0.1", features = ["redis"] }
+//! ratekeeper-axum = { version = "0.1", features = ["redis"] }
 //! ```
 //!
 //! ```
 //! # #[cfg(feature = "redis")]
-//! # fn store() -> Result<(), rate_limit_core::ConfigError> {
-//! use rate_limit_axum::{Limiter, RateLimitLayer};
-//! use rate_limit_core::AnyStore;
+//! # fn store() -> Result<(), ratekeeper_core::ConfigError> {
+//! use ratekeeper_axum::{Limiter, RateLimitLayer};
+//! use ratekeeper_core::AnyStore;
 //!
 //! // REDIS_URL, REDIS_CLUSTER or REDIS_SENTINEL name the store; process memory otherwise.
 //! let limiter = Limiter::new(AnyStore::from_env()?);
@@ -107,11 +107,11 @@ pub use extract::{PathParam, RouteTemplate, client_ip, connect_info_peer};
 pub use handler::{Admitted, HandlerLimiter, Refused, RejectionResponse, Reserved};
 
 #[doc(no_inline)]
-pub use rate_limit_core as core;
+pub use ratekeeper_core as core;
 /// What a first layer needs, so that an axum program imports from this crate alone.
 #[doc(no_inline)]
-pub use rate_limit_core::{ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, PrincipalKind};
+pub use ratekeeper_core::{ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, PrincipalKind};
 #[doc(no_inline)]
-pub use rate_limit_tower as tower;
+pub use ratekeeper_tower as tower;
 #[doc(no_inline)]
-pub use rate_limit_tower::{Answering, RateLimitLayer, Rule};
+pub use ratekeeper_tower::{Answering, RateLimitLayer, Rule};

@@ -1,6 +1,6 @@
 //! ns per check: the memory store against governor's keyed limiter, in one run.
 //!
-//! `cargo bench -p rate-limit-core --bench check`
+//! `cargo bench -p ratekeeper-core --bench check`
 //!
 //! Both sides check 24-byte string principals chosen pseudo-randomly among N live keys
 //! (10k, 100k, 1M), on one thread and on two, on the allowed path (a quota never reached)
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use rate_limit_core::{Chain, Limit, MemoryStore, Principal};
+use ratekeeper_core::{Chain, Limit, MemoryStore, Principal};
 
 const SIZES: [usize; 3] = [10_000, 100_000, 1_000_000];
 

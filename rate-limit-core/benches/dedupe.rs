@@ -1,11 +1,11 @@
 //! De-duplication on the memory store at any size: new ids per second for the first
 //! 100 000, and again past the 1 000 000-id cap (where every new id evicts the oldest).
-//! Prints the figures and their ratio (goal: ≥ 0.8). `cargo bench -p rate-limit-core --bench dedupe`
+//! Prints the figures and their ratio (goal: ≥ 0.8). `cargo bench -p ratekeeper-core --bench dedupe`
 
 use std::time::{Duration, Instant};
 
-use rate_limit_core::MemoryStore;
-use rate_limit_core::store::Dedupe;
+use ratekeeper_core::MemoryStore;
+use ratekeeper_core::store::Dedupe;
 
 fn rate(store: &MemoryStore, rt: &tokio::runtime::Runtime, from: u64, n: u64) -> f64 {
     let day = Duration::from_secs(86_400);

@@ -1,14 +1,14 @@
 //! Key encoding: building a principal, its key (the 128-bit digest the memory store
 //! indexes by) and the Redis key name, for the principals a layer builds per request.
 //!
-//! `cargo bench -p rate-limit-core --bench keys`
+//! `cargo bench -p ratekeeper-core --bench keys`
 
 use std::hint::black_box;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rate_limit_core::{Chain, Limit, Principal, PrincipalKind, RedisStore};
+use ratekeeper_core::{Chain, Limit, Principal, PrincipalKind, RedisStore};
 
 fn keys(c: &mut Criterion) {
     let limit = Limit::sliding_window("per-user", 100, Duration::from_secs(60)).unwrap();

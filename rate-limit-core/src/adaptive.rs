@@ -39,7 +39,7 @@ struct Scope {
 /// Per-scope AIMD pacers. Cheap to clone; clones share the scopes.
 ///
 /// ```
-/// use rate_limit_core::pace::{Adaptive, Aimd, Pace};
+/// use ratekeeper_core::pace::{Adaptive, Aimd, Pace};
 /// use std::time::Duration;
 ///
 /// let pacer = Adaptive::new(Aimd { initial: 5.0, ..Aimd::default() })?;
@@ -49,7 +49,7 @@ struct Scope {
 /// }
 /// pacer.rejected("example.org", Some(Duration::from_secs(30)));
 /// assert!(matches!(pacer.acquire("example.org"), Pace::Wait(_)));
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Adaptive {

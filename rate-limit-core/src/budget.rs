@@ -38,8 +38,8 @@ impl Spender {
 /// A shared budget: a cap per user, a cap per job, one global ceiling.
 ///
 /// ```
-/// use rate_limit_core::{MemoryStore, Store};
-/// use rate_limit_core::budget::{Budget, Spender};
+/// use ratekeeper_core::{MemoryStore, Store};
+/// use ratekeeper_core::budget::{Budget, Spender};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// // Model tokens per UTC day: 20k per user, 200k per job, 1M in all.
@@ -49,7 +49,7 @@ impl Spender {
 /// assert!(d.is_allowed());
 /// let d = store.check(&tokens.chain(&Spender::job("resolve-ingredients"), 50_000)).await.unwrap();
 /// assert!(d.is_allowed());
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// # }).unwrap();
 /// ```
 #[derive(Debug, Clone)]

@@ -69,7 +69,7 @@ impl Check {
 /// An ordered list of checks, answered by a store in one call (one Redis round trip).
 ///
 /// ```
-/// use rate_limit_core::{Chain, Limit, Principal};
+/// use ratekeeper_core::{Chain, Limit, Principal};
 /// use std::time::Duration;
 ///
 /// let per_account = Limit::sliding_log("sign-in-account", 5, Duration::from_secs(900))?;
@@ -78,7 +78,7 @@ impl Check {
 ///     .check(&per_ip, Principal::ip("203.0.113.9".parse().unwrap()))
 ///     .check(&per_account, Principal::user("ann"));
 /// assert_eq!(chain.len(), 2);
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Chain {

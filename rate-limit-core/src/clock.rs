@@ -97,7 +97,7 @@ impl Clock for TokioClock {
 /// A manual clock for tests: it stands still until told to move. Clones share the time.
 ///
 /// ```
-/// use rate_limit_core::clock::{Clock, FakeClock};
+/// use ratekeeper_core::clock::{Clock, FakeClock};
 /// use std::time::Duration;
 ///
 /// let clock = FakeClock::at_micros(1_000_000);

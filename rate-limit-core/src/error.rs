@@ -104,7 +104,7 @@ impl ConfigErrorKind {
 /// A configuration value that cannot work, found when a limit or store is built.
 ///
 /// ```
-/// use rate_limit_core::{Limit, ConfigErrorKind};
+/// use ratekeeper_core::{Limit, ConfigErrorKind};
 /// use std::time::Duration;
 ///
 /// let err = Limit::fixed_window("api", 0, Duration::from_secs(60)).unwrap_err();

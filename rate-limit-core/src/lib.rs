@@ -1,9 +1,9 @@
 //! Rate limiting without HTTP: limits, principals and keys, decisions, and the stores that
-//! count. The Tower layer (`rate-limit-tower`) and axum integration (`rate-limit-axum`)
+//! count. The Tower layer (`ratekeeper-tower`) and axum integration (`ratekeeper-axum`)
 //! build on this crate; a background job uses it directly.
 //!
 //! ```
-//! use rate_limit_core::{Chain, Limit, MemoryStore, Principal, Store};
+//! use ratekeeper_core::{Chain, Limit, MemoryStore, Principal, Store};
 //! use std::time::Duration;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -45,7 +45,7 @@
 //! ```no_run
 //! # #[cfg(feature = "redis")]
 //! # async fn start() -> Result<(), Box<dyn std::error::Error>> {
-//! use rate_limit_core::{AnyStore, Limiter};
+//! use ratekeeper_core::{AnyStore, Limiter};
 //!
 //! let store = AnyStore::from_env()?; // e.g. REDIS_URL=redis://127.0.0.1:6379/
 //! if let AnyStore::Redis(redis) = &store {

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 /// `10.0.0.0/8`).
 ///
 /// ```
-/// use rate_limit_core::net::IpBlock;
+/// use ratekeeper_core::net::IpBlock;
 ///
 /// let block: IpBlock = "10.0.0.0/8".parse().unwrap();
 /// assert!(block.contains("10.1.2.3".parse().unwrap()));

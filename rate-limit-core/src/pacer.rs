@@ -68,8 +68,8 @@ struct Known {
 ///   and asks the store again after a second.
 ///
 /// ```
-/// use rate_limit_core::{AnyStore, MemoryStore};
-/// use rate_limit_core::pace::{Aimd, Pace, SharedPacer};
+/// use ratekeeper_core::{AnyStore, MemoryStore};
+/// use ratekeeper_core::pace::{Aimd, Pace, SharedPacer};
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -84,7 +84,7 @@ struct Known {
 /// assert_eq!(other.rate("example.org"), 5.0); // what it knew at its last call
 /// assert!(matches!(other.acquire("example.org").await, Pace::Wait(d) if d > Duration::from_secs(29)));
 /// assert_eq!(other.rate("example.org"), 2.5);
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// # }).unwrap();
 /// ```
 #[derive(Debug, Clone)]

@@ -113,7 +113,7 @@ impl PrincipalKind {
 /// Who a limit counts, rendered once into a canonical, bounded, injection-safe text.
 ///
 /// ```
-/// use rate_limit_core::{Principal, PrincipalKind};
+/// use ratekeeper_core::{Principal, PrincipalKind};
 ///
 /// assert_eq!(Principal::participant("p-42").as_str(), "p:p-42");
 /// // Unsafe bytes are hashed: no ':' or '{' ever reaches a store key.
@@ -168,14 +168,14 @@ pub(crate) const MIN_HASH_KEY_LEN: usize = 16;
 /// Cheap to clone. Its `Debug` output never shows the key.
 ///
 /// ```
-/// use rate_limit_core::{HashKey, Principal, PrincipalKind};
+/// use ratekeeper_core::{HashKey, Principal, PrincipalKind};
 ///
 /// // In production, read it from a secret store or the environment.
 /// let key = HashKey::new(b"0123456789abcdef0123456789abcdef")?;
 /// let mail = Principal::keyed(PrincipalKind::User, &key, "ann@example.com");
 /// assert!(mail.as_str().starts_with("u:~"));
 /// assert_ne!(mail, Principal::personal(PrincipalKind::User, "ann@example.com"));
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct HashKey {

@@ -9,9 +9,9 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use rate_limit_core::FailurePolicy;
-use rate_limit_core::Limit;
-use rate_limit_core::config::{Config, StoreKind};
+use ratekeeper_core::FailurePolicy;
+use ratekeeper_core::Limit;
+use ratekeeper_core::config::{Config, StoreKind};
 
 #[derive(Debug, Clone)]
 enum Algo {

@@ -2,13 +2,13 @@
 //! address space, and IPv6 /48s), for an address on the list and one that is not: the
 //! cost grows with log₂ of the list (a binary search over merged ranges), not its length.
 //!
-//! `cargo bench -p rate-limit-tower --bench access`
+//! `cargo bench -p ratekeeper-tower --bench access`
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use rate_limit_tower::access::List;
+use ratekeeper_tower::access::List;
 
 /// A multiplicative hash: `n` addresses spread over the space, none adjacent.
 fn spread(i: u64) -> u64 {

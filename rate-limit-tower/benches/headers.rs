@@ -1,7 +1,7 @@
 //! Header rendering: the rate-limit headers of one response, for one limit and for four,
 //! in each style, into a header map that already holds what axum puts there.
 //!
-//! `cargo bench -p rate-limit-tower --bench headers`
+//! `cargo bench -p ratekeeper-tower --bench headers`
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -9,8 +9,8 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue};
-use rate_limit_core::{Answer, Chain, ChainDecision, Decision, Limit, Outcome, Principal};
-use rate_limit_tower::{Answering, HeaderStyle, Verdict};
+use ratekeeper_core::{Answer, Chain, ChainDecision, Decision, Limit, Outcome, Principal};
+use ratekeeper_tower::{Answering, HeaderStyle, Verdict};
 
 fn decision(remaining: u64) -> Decision {
     Decision::from_parts(

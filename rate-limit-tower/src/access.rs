@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use http::request::Parts;
-use rate_limit_core::net::IpBlock;
-use rate_limit_core::{ConfigError, ConfigErrorKind, Principal};
+use ratekeeper_core::net::IpBlock;
+use ratekeeper_core::{ConfigError, ConfigErrorKind, Principal};
 
 use crate::extract::{ClientIp, KeyExtractor, Rejection};
 
@@ -148,9 +148,9 @@ mod num {
 ///   client that can name its own address can name an allowed one).
 ///
 /// ```
-/// use rate_limit_tower::access::{Access, List};
-/// use rate_limit_tower::extract::ClientIp;
-/// use rate_limit_tower::RateLimitLayer;
+/// use ratekeeper_tower::access::{Access, List};
+/// use ratekeeper_tower::extract::ClientIp;
+/// use ratekeeper_tower::RateLimitLayer;
 ///
 /// let access = Access::new(ClientIp::new())
 ///     .allow(List::parse(&["10.0.0.0/8", "::1"])?)
@@ -159,7 +159,7 @@ mod num {
 /// // Later, from an admin endpoint: every clone sees it at its next request.
 /// access.replace(List::parse(&["10.0.0.0/8"])?, List::parse(&["198.51.100.0/24"])?);
 /// # let _ = layer;
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Access {
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn principals_match_as_keyed_and_deny_wins() {
-        use rate_limit_core::PrincipalKind;
+        use ratekeeper_core::PrincipalKind;
 
         use crate::extract::HeaderKey;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::{ORIGIN, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Response};
-use rate_limit_core::{Answer, Chain, ConfigError, ConfigErrorKind};
+use ratekeeper_core::{Answer, Chain, ConfigError, ConfigErrorKind};
 
 use crate::grpc::{self, GrpcResponder};
 use crate::headers::{self, HeaderStyle, RateLimitInfo};
@@ -54,7 +54,7 @@ pub(crate) struct Ctx {
 /// and to the axum crate's in-handler limiter, so they all answer alike.
 ///
 /// ```
-/// use rate_limit_tower::{Answering, HeaderStyle, RateLimitLayer};
+/// use ratekeeper_tower::{Answering, HeaderStyle, RateLimitLayer};
 ///
 /// let answering = Answering::new()
 ///     .headers(HeaderStyle::Ietf)
@@ -64,7 +64,7 @@ pub(crate) struct Ctx {
 /// // A Location must be a valid header value: a stable error code, not a panic.
 /// let err = Answering::new().redirect_browsers("/bad\npage").unwrap_err();
 /// assert_eq!(err.code(), "answer.redirect_invalid");
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Answering {
@@ -296,7 +296,7 @@ impl Answering {
     /// A refused chain's verdict: refused, or let through in shadow mode.
     fn refused(
         &self,
-        d: &rate_limit_core::ChainDecision,
+        d: &ratekeeper_core::ChainDecision,
         names: &[Arc<str>],
         meters: &Meters,
         seed: u64,

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
-use rate_limit_core::limiter::Slot;
+use ratekeeper_core::limiter::Slot;
 
 pin_project! {
     /// The body of a [`RateLimit`](crate::RateLimit) response: the inner service's body,
@@ -111,14 +111,14 @@ impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
 /// [`RateLimit`](crate::RateLimit) service answers with its inner service's body type, so
 /// that a framework that boxes bodies (axum) does not box the layer's answer a second time.
 ///
-/// Implemented for axum's `Body` (feature `axum`, on with `rate-limit-axum`), for
+/// Implemented for axum's `Body` (feature `axum`, on with `ratekeeper-axum`), for
 /// `http_body_util`'s `BoxBody` and `UnsyncBoxBody` of `Bytes`, and for [`ResponseBody`],
 /// which wraps any other body.
 #[diagnostic::on_unimplemented(
     message = "the rate limiter cannot answer in a `{Self}` body",
-    note = "with axum, turn on rate-limit-tower's `axum` feature (rate-limit-axum does); \
+    note = "with axum, turn on ratekeeper-tower's `axum` feature (ratekeeper-axum does); \
             for another body type, map the inner service's responses into \
-            `rate_limit_tower::ResponseBody` or a boxed body"
+            `ratekeeper_tower::ResponseBody` or a boxed body"
 )]
 pub trait LimitBody: Body<Data = Bytes> + Sized {
     /// A short body the layer wrote (a 429, 503, 400 or 401).

@@ -1,9 +1,9 @@
 //! Costs taken from a request's head, before its body is read ([`Rule::cost_from`](crate::Rule::cost_from)).
 //!
 //! ```
-//! use rate_limit_core::{Limit, PrincipalKind};
-//! use rate_limit_tower::{RateLimitLayer, Rule, cost};
-//! use rate_limit_tower::extract::HeaderKey;
+//! use ratekeeper_core::{Limit, PrincipalKind};
+//! use ratekeeper_tower::{RateLimitLayer, Rule, cost};
+//! use ratekeeper_tower::extract::HeaderKey;
 //! use std::time::Duration;
 //!
 //! // 10 MiB of uploads per user per minute, charged by the KiB the request declares; a
@@ -16,7 +16,7 @@
 //!     .cost_from(|head| cost::body_kib(head).unwrap_or(1_024)),
 //! );
 //! # let _ = uploads;
-//! # Ok::<(), rate_limit_core::ConfigError>(())
+//! # Ok::<(), ratekeeper_core::ConfigError>(())
 //! ```
 //!
 //! What a client controls: every byte of the head, so a computed cost is only as honest as

@@ -18,7 +18,7 @@ type Predicate = dyn Fn(StatusCode, &Extensions) -> bool + Send + Sync;
 ///
 /// ```
 /// use http::StatusCode;
-/// use rate_limit_tower::CountWhen;
+/// use ratekeeper_tower::CountWhen;
 ///
 /// #[derive(Clone)]
 /// struct SignInFailed; // set by the handler in the response's extensions

@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use rate_limit_core::limiter::{Ask, Reservation, Slot, SlotAnswer, SlotKey};
-use rate_limit_core::{Answer, Chain};
+use ratekeeper_core::limiter::{Ask, Reservation, Slot, SlotAnswer, SlotKey};
+use ratekeeper_core::{Answer, Chain};
 use tower_service::Service;
 
 use crate::answer::{Ctx, Verdict};

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rate_limit_core::limiter::Holding;
-use rate_limit_core::{AnyStore, ChainMode, FailurePolicy, Limiter, MemoryStore};
+use ratekeeper_core::limiter::Holding;
+use ratekeeper_core::{AnyStore, ChainMode, FailurePolicy, Limiter, MemoryStore};
 use tower_layer::Layer;
 
 use crate::answer::Answering;
@@ -18,9 +18,9 @@ use crate::shared::Shared;
 /// Cheap to clone; every clone, and every service it makes, shares the same counters.
 ///
 /// ```
-/// use rate_limit_core::{FailurePolicy, Limit};
-/// use rate_limit_tower::{Answering, RateLimitLayer, Rule};
-/// use rate_limit_tower::extract::ClientIp;
+/// use ratekeeper_core::{FailurePolicy, Limit};
+/// use ratekeeper_tower::{Answering, RateLimitLayer, Rule};
+/// use ratekeeper_tower::extract::ClientIp;
 /// use std::time::Duration;
 ///
 /// let guard = RateLimitLayer::in_memory()
@@ -31,7 +31,7 @@ use crate::shared::Shared;
 ///     .exempt("/healthz")
 ///     .answering(Answering::new().redirect_browsers("/too-many-requests")?);
 /// # let _ = guard;
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 #[must_use]
@@ -62,7 +62,7 @@ impl RateLimitLayer {
     /// the time budget and the cool-down.
     ///
     /// ```
-    /// use rate_limit_tower::{Limiter, MemoryStore, RateLimitLayer};
+    /// use ratekeeper_tower::{Limiter, MemoryStore, RateLimitLayer};
     /// use std::time::Duration;
     ///
     /// let limiter = Limiter::new(MemoryStore::new());
@@ -73,7 +73,7 @@ impl RateLimitLayer {
     ///     .build()?;
     /// let other = RateLimitLayer::new(slow);
     /// # let _ = (guard, route, other);
-    /// # Ok::<(), rate_limit_tower::ConfigError>(())
+    /// # Ok::<(), ratekeeper_tower::ConfigError>(())
     /// ```
     pub fn new(limiter: Limiter) -> Self {
         Self {
@@ -188,9 +188,9 @@ impl RateLimitLayer {
     }
 
     /// At most `n` requests held at once by this layer, all principals together (default
-    /// [`default_max_held`](rate_limit_core::limiter::default_max_held): a quarter of the process's
+    /// [`default_max_held`](ratekeeper_core::limiter::default_max_held): a quarter of the process's
     /// open-file limit, 256 under the common 1 024): requests over a delayed limit's threshold
-    /// ([`Limit::delayed`](rate_limit_core::Limit::delayed)) wait for their delay, one at a
+    /// ([`Limit::delayed`](ratekeeper_core::Limit::delayed)) wait for their delay, one at a
     /// time per principal, with a `Server-Timing: rate-limit-hold;dur=<ms>` header; over
     /// this cap, or from a source already waiting in a full line of its principal, they
     /// are answered 429 at once and their units given back. See [`Holding`].
@@ -223,7 +223,7 @@ impl RateLimitLayer {
 
     /// The rules' limits, in order (clones share their live parameters: a quota changed
     /// on one is changed for the layer).
-    pub fn limits(&self) -> Vec<rate_limit_core::Limit> {
+    pub fn limits(&self) -> Vec<ratekeeper_core::Limit> {
         self.shared.rules.iter().map(|r| r.limit.clone()).collect()
     }
 

@@ -33,12 +33,12 @@
 //! `Access-Control-Expose-Headers` and `Vary: Origin` from this layer.
 //!
 //! ```
-//! use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
-//! use rate_limit_tower::{RateLimitLayer, Rule};
-//! use rate_limit_tower::extract::{ClientIp, HeaderKey, KeyExtractorExt};
+//! use ratekeeper_core::{FailurePolicy, Limit, PrincipalKind};
+//! use ratekeeper_tower::{RateLimitLayer, Rule};
+//! use ratekeeper_tower::extract::{ClientIp, HeaderKey, KeyExtractorExt};
 //! use std::time::Duration;
 //!
-//! # fn main() -> Result<(), rate_limit_core::ConfigError> {
+//! # fn main() -> Result<(), ratekeeper_core::ConfigError> {
 //! let answers = RateLimitLayer::in_memory()
 //!     .rule(
 //!         Rule::new(
@@ -59,12 +59,12 @@
 //! # Feature flags
 //!
 //! None is on by default. The store features turn on the same feature of
-//! `rate-limit-core`, so one dependency line is enough.
+//! `ratekeeper-core`, so one dependency line is enough.
 //!
 //! | feature | what it adds |
 //! |---|---|
 //! | `metrics` | the layer's decisions, store latency and errors through the `metrics` facade ([`metrics`]) |
-//! | `axum` | [`ClientIp`](extract::ClientIp) also reads axum's `ConnectInfo<SocketAddr>` (on with `rate-limit-axum`) |
+//! | `axum` | [`ClientIp`](extract::ClientIp) also reads axum's `ConnectInfo<SocketAddr>` (on with `ratekeeper-axum`) |
 //! | `redis` | the Redis store (`core::RedisStore`) |
 //! | `cluster` | Redis Cluster (implies `redis`) |
 //! | `sentinel` | Redis behind Sentinel (implies `redis`) |
@@ -78,9 +78,9 @@
 //!
 //! ```
 //! # #[cfg(feature = "redis")]
-//! # fn layer() -> Result<(), rate_limit_core::ConfigError> {
-//! use rate_limit_core::{AnyStore, Limit, Limiter, RedisStore};
-//! use rate_limit_tower::{RateLimitLayer, Rule, extract::ClientIp};
+//! # fn layer() -> Result<(), ratekeeper_core::ConfigError> {
+//! use ratekeeper_core::{AnyStore, Limit, Limiter, RedisStore};
+//! use ratekeeper_tower::{RateLimitLayer, Rule, extract::ClientIp};
 //! use std::time::Duration;
 //!
 //! // Nothing connects here: a server starts while Redis is down (see `RedisStore::verify`).
@@ -130,7 +130,7 @@ pub use rule::{BanAnswer, InFlightRule, Rule, check_bans};
 pub use service::RateLimit;
 
 #[doc(no_inline)]
-pub use rate_limit_core as core;
-/// What a first layer needs from `rate-limit-core`, so that it imports from one crate.
+pub use ratekeeper_core as core;
+/// What a first layer needs from `ratekeeper-core`, so that it imports from one crate.
 #[doc(no_inline)]
-pub use rate_limit_core::{ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, PrincipalKind};
+pub use ratekeeper_core::{ConfigError, FailurePolicy, Limit, Limiter, MemoryStore, PrincipalKind};

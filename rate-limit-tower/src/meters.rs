@@ -12,8 +12,8 @@ use std::sync::Arc;
 #[cfg(feature = "metrics")]
 use std::time::Duration;
 
-use rate_limit_core::limiter::Slot;
-use rate_limit_core::{Answer, AnyStore, ChainDecision};
+use ratekeeper_core::limiter::Slot;
+use ratekeeper_core::{Answer, AnyStore, ChainDecision};
 
 /// What happened to a request, as the `outcome` label of `rate_limit_decisions_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,7 @@ use crate::refusal::{Refusal, RefusalKind};
 /// ```
 /// use bytes::Bytes;
 /// use http::Response;
-/// use rate_limit_tower::{JsonResponder, Refusal, RefusalKind, Responder};
+/// use ratekeeper_tower::{JsonResponder, Refusal, RefusalKind, Responder};
 ///
 /// /// Plain text for limits, the default JSON for everything else.
 /// struct Terse;
@@ -42,7 +42,7 @@ use crate::refusal::{Refusal, RefusalKind};
 ///         }
 ///     }
 /// }
-/// # let _ = rate_limit_tower::Answering::new().with_responder(Terse);
+/// # let _ = ratekeeper_tower::Answering::new().with_responder(Terse);
 /// ```
 pub trait Responder: Send + Sync + 'static {
     /// The response for `refusal`; the status should be [`Refusal::status`].
@@ -84,7 +84,7 @@ pub const TEMPORARY_REDUCED_CAPACITY: &str =
 
 /// Where the problem types of our own live: the documentation of each
 /// [`RefusalKind`] variant (`…#variant.Denied`, `…#variant.NoPrincipal`, `…#variant.Banned`).
-pub const PROBLEM_TYPES: &str = "https://docs.rs/rate-limit-tower/latest/rate_limit_tower/refusal/enum.RefusalKind.html#variant.";
+pub const PROBLEM_TYPES: &str = "https://docs.rs/ratekeeper-tower/latest/ratekeeper_tower/refusal/enum.RefusalKind.html#variant.";
 
 /// Answers every refusal as RFC 9457 problem details (`application/problem+json`):
 ///

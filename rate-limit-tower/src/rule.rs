@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rate_limit_core::{Chain, FailurePolicy, InFlight, Limit, Principal};
+use ratekeeper_core::{Chain, FailurePolicy, InFlight, Limit, Principal};
 
 use crate::count::CountWhen;
 use crate::extract::{KeyExtractor, Rejection};
@@ -12,9 +12,9 @@ use crate::extract::{KeyExtractor, Rejection};
 /// failure policy — written together, where the rule is written.
 ///
 /// ```
-/// use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
-/// use rate_limit_tower::Rule;
-/// use rate_limit_tower::extract::{ClientIp, HeaderKey};
+/// use ratekeeper_core::{FailurePolicy, Limit, PrincipalKind};
+/// use ratekeeper_tower::Rule;
+/// use ratekeeper_tower::extract::{ClientIp, HeaderKey};
 /// use std::time::Duration;
 ///
 /// let per_player = Rule::new(
@@ -29,7 +29,7 @@ use crate::extract::{KeyExtractor, Rejection};
 /// )
 /// .on_store_error(FailurePolicy::Memory);
 /// # let _ = (per_player, guard);
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Rule {
@@ -96,9 +96,9 @@ impl Rule {
     /// out, and is answered with 500 `ban.principal_not_owned`, logged.
     ///
     /// ```
-    /// use rate_limit_core::Limit;
-    /// use rate_limit_tower::{BanAnswer, RateLimitLayer, Rule};
-    /// use rate_limit_tower::extract::ClientIp;
+    /// use ratekeeper_core::Limit;
+    /// use ratekeeper_tower::{BanAnswer, RateLimitLayer, Rule};
+    /// use ratekeeper_tower::extract::ClientIp;
     /// use std::time::Duration;
     ///
     /// let s = Duration::from_secs;
@@ -110,7 +110,7 @@ impl Rule {
     ///     )
     ///     .rule(Rule::new(Limit::sliding_window("per-ip", 100, s(60))?, ClientIp::new()));
     /// # let _ = layer;
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
     /// ```
     #[must_use]
     pub fn ban_answer(mut self, answer: BanAnswer) -> Self {
@@ -140,9 +140,9 @@ impl Rule {
     ///
     /// ```
     /// use http::Method;
-    /// use rate_limit_core::Limit;
-    /// use rate_limit_tower::{RateLimitLayer, Rule};
-    /// use rate_limit_tower::extract::ClientIp;
+    /// use ratekeeper_core::Limit;
+    /// use ratekeeper_tower::{RateLimitLayer, Rule};
+    /// use ratekeeper_tower::extract::ClientIp;
     /// use std::time::Duration;
     ///
     /// // Writes cost five reads.
@@ -151,7 +151,7 @@ impl Rule {
     ///         .cost_from(|head| if head.method == Method::GET { 1 } else { 5 }),
     /// );
     /// # let _ = api;
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
     /// ```
     #[must_use]
     pub fn cost_from(
@@ -192,9 +192,9 @@ impl Rule {
     /// unit, until its window ends. The headers report the state with the unit reserved.
     ///
     /// ```
-    /// use rate_limit_core::{Limit, PrincipalKind};
-    /// use rate_limit_tower::{CountWhen, RateLimitLayer, Rule};
-    /// use rate_limit_tower::extract::HeaderKey;
+    /// use ratekeeper_core::{Limit, PrincipalKind};
+    /// use ratekeeper_tower::{CountWhen, RateLimitLayer, Rule};
+    /// use ratekeeper_tower::extract::HeaderKey;
     /// use std::time::Duration;
     ///
     /// // Five failed exports per account per hour; successful ones are free.
@@ -206,7 +206,7 @@ impl Rule {
     ///     .count_when(CountWhen::failed()),
     /// );
     /// # let _ = exports;
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
     /// ```
     #[must_use]
     pub fn count_when(mut self, when: CountWhen) -> Self {
@@ -236,9 +236,9 @@ impl Rule {
 /// or dropped (the client left), not when the headers leave.
 ///
 /// ```
-/// use rate_limit_core::{InFlight, PrincipalKind};
-/// use rate_limit_tower::{InFlightRule, RateLimitLayer};
-/// use rate_limit_tower::extract::HeaderKey;
+/// use ratekeeper_core::{InFlight, PrincipalKind};
+/// use ratekeeper_tower::{InFlightRule, RateLimitLayer};
+/// use ratekeeper_tower::extract::HeaderKey;
 /// use std::time::Duration;
 ///
 /// let exports = RateLimitLayer::in_memory().in_flight(InFlightRule::new(
@@ -246,7 +246,7 @@ impl Rule {
 ///     HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
 /// ));
 /// # let _ = exports;
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct InFlightRule {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
-use rate_limit_core::Chain;
+use ratekeeper_core::Chain;
 use tower_service::Service;
 
 use crate::answer::{Ctx, Verdict};
@@ -47,7 +47,7 @@ impl<S> RateLimit<S> {
 
     /// A layer counting through `limiter` (see
     /// [`RateLimitLayer::new`](crate::RateLimitLayer::new)), as tower-http's services offer.
-    pub fn layer(limiter: rate_limit_core::Limiter) -> crate::RateLimitLayer {
+    pub fn layer(limiter: ratekeeper_core::Limiter) -> crate::RateLimitLayer {
         crate::RateLimitLayer::new(limiter)
     }
 }

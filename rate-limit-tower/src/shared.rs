@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use http::header::{ACCESS_CONTROL_REQUEST_METHOD, ORIGIN};
 use http::{HeaderMap, Method, Response};
-use rate_limit_core::limiter::{Holding, Reservation, SlotKey};
-use rate_limit_core::{Answer, AnyStore, Chain, ChainMode, Check, FailurePolicy, Limiter};
+use ratekeeper_core::limiter::{Holding, Reservation, SlotKey};
+use ratekeeper_core::{Answer, AnyStore, Chain, ChainMode, Check, FailurePolicy, Limiter};
 
 use crate::access::Listed;
 use crate::answer::{Answering, Ctx, Verdict, accepts_html};
@@ -187,7 +187,7 @@ impl Shared {
     pub(crate) fn note_failure(&self, answer: &Answer, chain: &Chain) {
         #[cfg(feature = "metrics")]
         if let Some(reason) = answer.failure() {
-            use rate_limit_core::Store as _;
+            use ratekeeper_core::Store as _;
             let store = self.limiter.store();
             let domain = store
                 .failure_domains(chain)
@@ -206,7 +206,7 @@ impl Shared {
     pub(crate) fn with_slots(
         &self,
         record: Record,
-        slots: &[rate_limit_core::limiter::Slot],
+        slots: &[ratekeeper_core::limiter::Slot],
     ) -> Record {
         if slots.is_empty() {
             return record;

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use rate_limit_core::{ChainDecision, Decision};
+use ratekeeper_core::{ChainDecision, Decision};
 
 use crate::headers::window_and_reset;
 

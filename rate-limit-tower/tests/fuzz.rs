@@ -19,9 +19,9 @@ use std::time::Duration;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName};
 use proptest::prelude::*;
-use rate_limit_core::{Answer, Chain, ChainDecision, Decision, Limit, Outcome, Principal};
-use rate_limit_tower::extract::{ClientIp, ForwardedSource, KeyExtractor};
-use rate_limit_tower::{Answering, HeaderStyle, Verdict};
+use ratekeeper_core::{Answer, Chain, ChainDecision, Decision, Limit, Outcome, Principal};
+use ratekeeper_tower::extract::{ClientIp, ForwardedSource, KeyExtractor};
+use ratekeeper_tower::{Answering, HeaderStyle, Verdict};
 
 #[derive(Debug, Clone)]
 enum Hop {

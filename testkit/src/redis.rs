@@ -319,10 +319,10 @@ impl Drop for RedisServer {
 }
 
 /// A Redis store pointed at a port nobody listens on: Redis "down".
-pub fn down_store() -> rate_limit_core::AnyStore {
+pub fn down_store() -> ratekeeper_core::AnyStore {
     let url = format!("redis://127.0.0.1:{}/", free_port());
-    rate_limit_core::AnyStore::Redis(
-        rate_limit_core::RedisStore::builder(url)
+    ratekeeper_core::AnyStore::Redis(
+        ratekeeper_core::RedisStore::builder(url)
             .build()
             .expect("a valid URL"),
     )
@@ -353,9 +353,9 @@ impl RedisServer {
     }
 
     /// A store counting in this server.
-    pub fn store(&self) -> rate_limit_core::AnyStore {
-        rate_limit_core::AnyStore::Redis(
-            rate_limit_core::RedisStore::builder(self.url())
+    pub fn store(&self) -> ratekeeper_core::AnyStore {
+        ratekeeper_core::AnyStore::Redis(
+            ratekeeper_core::RedisStore::builder(self.url())
                 .build()
                 .expect("a valid URL"),
         )

@@ -4,9 +4,9 @@ mod shared;
 
 use std::time::Duration;
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::pace::{Adaptive, Aimd, Pace};
-use rate_limit_core::{Chain, Limit, MemoryStore, Principal};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::pace::{Adaptive, Aimd, Pace};
+use ratekeeper_core::{Chain, Limit, MemoryStore, Principal};
 
 const T0: u64 = 1_799_971_200_000_000;
 
@@ -60,6 +60,6 @@ fn the_rate_settles_between_60_and_100_percent_of_the_upstream_and_never_oversho
 }
 
 fn clock_secs(clock: &FakeClock) -> u64 {
-    use rate_limit_core::clock::Clock;
+    use ratekeeper_core::clock::Clock;
     (clock.now_micros() - T0) / 1_000_000
 }

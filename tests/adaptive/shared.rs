@@ -5,10 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rate_limit_core::clock::Clock;
-use rate_limit_core::pace::{Aimd, Pace, SharedPacer};
-use rate_limit_core::{AnyStore, Chain, Limit, MemoryStore, Principal};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_core::clock::Clock;
+use ratekeeper_core::pace::{Aimd, Pace, SharedPacer};
+use ratekeeper_core::{AnyStore, Chain, Limit, MemoryStore, Principal};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
 /// The upstream's hard limit: calls per second (an exact sliding log), then 429 with the
 /// exact wait.
@@ -194,7 +194,7 @@ async fn a_dead_store_leaves_each_worker_its_share_of_the_last_rate() {
 /// successes (from both workers) adds one step; the state outlives a quiet night.
 #[tokio::test]
 async fn periods_of_hours_on_a_fake_clock() {
-    let clock = rate_limit_core::clock::FakeClock::at_micros(1_799_971_200_000_000);
+    let clock = ratekeeper_core::clock::FakeClock::at_micros(1_799_971_200_000_000);
     let store = AnyStore::Memory(MemoryStore::builder().clock(clock.clone()).build().unwrap());
     let hour = Duration::from_secs(3_600);
     // 120 calls an hour to start, 60 more per quiet hour.

@@ -12,9 +12,9 @@ use axum::Router;
 use axum::body::Body;
 use http::Request;
 use http_body_util::BodyExt;
-use rate_limit_core::top::TopSettings;
-use rate_limit_examples::bench_server::{BenchConfig, app, bare_app};
-use rate_limit_tower::HeaderStyle;
+use ratekeeper_core::top::TopSettings;
+use ratekeeper_examples::bench_server::{BenchConfig, app, bare_app};
+use ratekeeper_tower::HeaderStyle;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::ServiceExt;
 

@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::post;
-use rate_limit_axum::admin::{Admin, AdminBuilder, Role};
-use rate_limit_core::store::BoxStore;
-use rate_limit_core::testing::{FaultyStore, LogCapture};
-use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::access::Access;
-use rate_limit_tower::extract::{ClientIp, HeaderKey};
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_axum::admin::{Admin, AdminBuilder, Role};
+use ratekeeper_core::store::BoxStore;
+use ratekeeper_core::testing::{FaultyStore, LogCapture};
+use ratekeeper_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::access::Access;
+use ratekeeper_tower::extract::{ClientIp, HeaderKey};
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 

@@ -6,11 +6,11 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use rate_limit_axum::admin::{Admin, FAILURES_PER_MINUTE, LOCKOUT, Role};
-use rate_limit_core::testing::LogCapture;
-use rate_limit_core::{AnyStore, Limit, MemoryStore};
-use rate_limit_tests::{Server, client, retry_after};
-use rate_limit_tower::RateLimitLayer;
+use ratekeeper_axum::admin::{Admin, FAILURES_PER_MINUTE, LOCKOUT, Role};
+use ratekeeper_core::testing::LogCapture;
+use ratekeeper_core::{AnyStore, Limit, MemoryStore};
+use ratekeeper_tests::{Server, client, retry_after};
+use ratekeeper_tower::RateLimitLayer;
 use reqwest::StatusCode;
 
 use crate::admin::{OPS, app, form};
@@ -323,9 +323,9 @@ async fn the_pages_forms_work_over_http2_and_http1() {
 /// A token shorter than 32 bytes, or of fewer than 8 distinct bytes, is refused at start.
 #[test]
 fn weak_tokens_are_refused_at_start() {
-    let layer = RateLimitLayer::in_memory().rule(rate_limit_tower::Rule::new(
+    let layer = RateLimitLayer::in_memory().rule(ratekeeper_tower::Rule::new(
         Limit::fixed_window("x", 1, Duration::from_secs(1)).unwrap(),
-        rate_limit_tower::extract::Global,
+        ratekeeper_tower::extract::Global,
     ));
     let build = |t: &str| {
         Admin::builder()

@@ -2,9 +2,9 @@
 //! form, the page for a bearer token, the session cookie, and forms checked for their CSRF
 //! token and `Origin`.
 
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_tests::redis::RedisServer;
-use rate_limit_tests::{Server, client};
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_tests::redis::RedisServer;
+use ratekeeper_tests::{Server, client};
 
 use crate::admin::{OPS, VIEWER, answer, answers, app, form, k};
 

@@ -11,12 +11,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use rate_limit_axum::admin::{Admin, Role};
-use rate_limit_core::top::TopSettings;
-use rate_limit_core::{Limit, Limiter, MemoryStore, Principal, PrincipalKind};
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_axum::admin::{Admin, Role};
+use ratekeeper_core::top::TopSettings;
+use ratekeeper_core::{Limit, Limiter, MemoryStore, Principal, PrincipalKind};
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use serde_json::Value;
 use tower::ServiceExt;
 

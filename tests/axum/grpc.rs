@@ -8,12 +8,12 @@
 use std::time::Duration;
 
 use http::uri::PathAndQuery;
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_examples::grpc_demo::{
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_examples::grpc_demo::{
     ANSWER, AnswerReply, AnswerRequest, Tick, WATCH, WatchRequest, app_with_store,
 };
-use rate_limit_tests::redis::RedisServer;
-use rate_limit_tests::{Server, client};
+use ratekeeper_tests::redis::RedisServer;
+use ratekeeper_tests::{Server, client};
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_prost::ProstCodec;
@@ -261,14 +261,14 @@ async fn a_cancelled_stream_frees_its_slot_on_redis() {
 #[tokio::test]
 async fn the_method_path_is_a_key_part() {
     let per_method =
-        rate_limit_tower::RateLimitLayer::in_memory().rule(rate_limit_tower::Rule::new(
-            rate_limit_core::Limit::fixed_window("per-method", 1, Duration::from_secs(60)).unwrap(),
-            rate_limit_axum::RouteTemplate,
+        ratekeeper_tower::RateLimitLayer::in_memory().rule(ratekeeper_tower::Rule::new(
+            ratekeeper_core::Limit::fixed_window("per-method", 1, Duration::from_secs(60)).unwrap(),
+            ratekeeper_axum::RouteTemplate,
         ));
     let app = axum::Router::new()
         .route_service(
             ANSWER,
-            tower::service_fn(rate_limit_examples::grpc_demo::answer),
+            tower::service_fn(ratekeeper_examples::grpc_demo::answer),
         )
         .route_layer(per_method);
     let s = Server::start(app).await.unwrap();
@@ -302,7 +302,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for Quiz {
     fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
         Box::pin(async move {
             let resp =
-                rate_limit_examples::grpc_demo::answer(req.map(axum::body::Body::new)).await?;
+                ratekeeper_examples::grpc_demo::answer(req.map(axum::body::Body::new)).await?;
             Ok(resp.map(tonic::body::Body::new))
         })
     }
@@ -313,9 +313,9 @@ impl tower::Service<http::Request<tonic::body::Body>> for Quiz {
 /// address, then `RESOURCE_EXHAUSTED`.
 #[tokio::test]
 async fn under_tonics_own_server_the_client_ip_is_the_connections() {
-    let layer = rate_limit_tower::RateLimitLayer::in_memory().rule(rate_limit_tower::Rule::new(
-        rate_limit_core::Limit::fixed_window("per-ip-grpc", 2, Duration::from_secs(60)).unwrap(),
-        rate_limit_tower::extract::ClientIp::new().peer_source(|ext| {
+    let layer = ratekeeper_tower::RateLimitLayer::in_memory().rule(ratekeeper_tower::Rule::new(
+        ratekeeper_core::Limit::fixed_window("per-ip-grpc", 2, Duration::from_secs(60)).unwrap(),
+        ratekeeper_tower::extract::ClientIp::new().peer_source(|ext| {
             ext.get::<tonic::transport::server::TcpConnectInfo>()
                 .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
                 .map(|a| a.ip())
@@ -327,7 +327,7 @@ async fn under_tonics_own_server_the_client_ip_is_the_connections() {
         tonic::transport::Server::builder()
             // The layer answers in its inner service's body type: tonic's body, wrapped.
             .layer(tower::ServiceBuilder::new().layer(layer).map_response(
-                |r: http::Response<tonic::body::Body>| r.map(rate_limit_tower::ResponseBody::new),
+                |r: http::Response<tonic::body::Body>| r.map(ratekeeper_tower::ResponseBody::new),
             ))
             .add_service(Quiz)
             .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),

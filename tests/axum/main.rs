@@ -14,12 +14,12 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rate_limit_axum::{Admitted, HandlerLimiter, PathParam, Refused, RouteTemplate, client_ip};
-use rate_limit_core::{
+use ratekeeper_axum::{Admitted, HandlerLimiter, PathParam, Refused, RouteTemplate, client_ip};
+use ratekeeper_core::{
     AnyStore, Chain, Check, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind,
 };
-use rate_limit_tests::{Server, client, retry_after};
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_tests::{Server, client, retry_after};
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use reqwest::StatusCode;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -190,7 +190,7 @@ async fn the_in_handler_limiter_checks_a_chain_from_the_body_and_charges_after_t
 #[derive(Clone)]
 struct BudgetApp {
     limiter: HandlerLimiter,
-    budget: rate_limit_core::budget::Budget,
+    budget: ratekeeper_core::budget::Budget,
 }
 
 impl axum::extract::FromRef<BudgetApp> for HandlerLimiter {
@@ -207,14 +207,14 @@ async fn spend(
     let user = headers["x-user"].to_str().unwrap_or("anon").to_owned();
     let chain = app
         .budget
-        .chain(&rate_limit_core::budget::Spender::user(user), 100);
+        .chain(&ratekeeper_core::budget::Spender::user(user), 100);
     Ok((limiter.check(&chain, FailurePolicy::Closed).await?, "spent"))
 }
 
 #[tokio::test]
 async fn two_routes_and_a_job_share_one_budget() {
-    use rate_limit_core::Store;
-    use rate_limit_core::budget::{Budget, Spender};
+    use ratekeeper_core::Store;
+    use ratekeeper_core::budget::{Budget, Spender};
     // Per user 300, per job 600, in all 1 000 model tokens a day; each call costs 100.
     let budget = Budget::daily("model", 300, 600, 1_000).unwrap();
     let store = AnyStore::Memory(MemoryStore::new());
@@ -364,7 +364,7 @@ async fn the_in_handler_check_answers_each_client_in_its_own_form() {
         let chain = Chain::new().check(&app.once, Principal::user("u"));
         Ok((limiter.check(&chain, FailurePolicy::Closed).await?, "done"))
     }
-    let answering = rate_limit_tower::Answering::new()
+    let answering = ratekeeper_tower::Answering::new()
         .redirect_browsers("/slow-down?wait={retry_after}")
         .unwrap();
     let app = App {

@@ -11,12 +11,12 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
 use metrics_exporter_prometheus::PrometheusHandle;
-use rate_limit_core::{AnyStore, Limit, MemoryStore, PrincipalKind, Store};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tests::{Server, client, retry_after};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::metrics::BansActive;
-use rate_limit_tower::{BanAnswer, CountWhen, RateLimitLayer, Rule};
+use ratekeeper_core::{AnyStore, Limit, MemoryStore, PrincipalKind, Store};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_tests::{Server, client, retry_after};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::metrics::BansActive;
+use ratekeeper_tower::{BanAnswer, CountWhen, RateLimitLayer, Rule};
 
 const KEY: &str = "sk_live_s3cret-value";
 
@@ -35,7 +35,7 @@ fn limits_named(ban_name: &str, ban_for: Duration) -> (Limit, Limit) {
 /// counts the failure limit's refusals.
 async fn server(store: AnyStore, ban: &Limit, failures: &Limit, answer: BanAnswer) -> Server {
     let key = || HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
-    let layer = RateLimitLayer::new(rate_limit_core::Limiter::new(store))
+    let layer = RateLimitLayer::new(ratekeeper_core::Limiter::new(store))
         .rule(Rule::new(ban.clone(), key()).ban_answer(answer))
         .rule(Rule::new(failures.clone(), key()).count_when(CountWhen::failed()));
     let app = Router::new().route(
@@ -136,7 +136,7 @@ async fn bans_end_to_end(a: AnyStore, b: AnyStore, ban_name: &str) {
     // While banned, nothing counts: the ban does not grow, the limit is not read.
     assert_eq!(statuses(&two, "wrong", 5).await, [429; 5]);
     let peek = a
-        .peek(&ban.key(rate_limit_core::Principal::api_key(KEY)))
+        .peek(&ban.key(ratekeeper_core::Principal::api_key(KEY)))
         .await
         .unwrap();
     assert!(peek.is_banned() && peek.retry_after().unwrap() <= ban_for);
@@ -206,7 +206,7 @@ async fn a_ban_costs_no_redis_command() {
         let (store, ban, failures) = (redis.store(), ban.clone(), failures.clone());
         async move {
             let key = || HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
-            let mut layer = RateLimitLayer::new(rate_limit_core::Limiter::new(store));
+            let mut layer = RateLimitLayer::new(ratekeeper_core::Limiter::new(store));
             if with_ban {
                 layer = layer.rule(Rule::new(ban, key()));
             }

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
-use rate_limit_core::{AnyStore, Delay, Limit, MemoryStore, Principal, PrincipalKind, Store};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_core::{AnyStore, Delay, Limit, MemoryStore, Principal, PrincipalKind, Store};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -29,7 +29,7 @@ fn limit(name: &str) -> Limit {
 }
 
 async fn server(store: AnyStore, limit: &Limit) -> Server {
-    let layer = RateLimitLayer::new(rate_limit_core::Limiter::new(store)).rule(Rule::new(
+    let layer = RateLimitLayer::new(ratekeeper_core::Limiter::new(store)).rule(Rule::new(
         limit.clone(),
         HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
     ));
@@ -136,19 +136,19 @@ async fn held_requests_wait_one_at_a_time_on_a_cluster() {
 }
 
 /// A limiter over a memory store that follows Tokio's (paused) time.
-fn paused_limiter() -> rate_limit_core::Limiter {
+fn paused_limiter() -> ratekeeper_core::Limiter {
     let store = MemoryStore::builder()
-        .clock(rate_limit_core::clock::TokioClock::new())
+        .clock(ratekeeper_core::clock::TokioClock::new())
         .build()
         .unwrap();
-    rate_limit_core::Limiter::new(AnyStore::Memory(store))
+    ratekeeper_core::Limiter::new(AnyStore::Memory(store))
 }
 
 /// Virtual time: exact release times, the caps, and a held request that goes away.
 #[tokio::test(start_paused = true)]
 async fn holding_spaces_releases_caps_queues_and_frees_a_place_when_dropped() {
-    use rate_limit_core::limiter::Holding;
-    use rate_limit_core::{Chain, FailurePolicy};
+    use ratekeeper_core::limiter::Holding;
+    use ratekeeper_core::{Chain, FailurePolicy};
 
     let s = Duration::from_secs;
     let limit = Limit::sliding_log("sign-in-account", 1_000, s(900))

@@ -12,14 +12,14 @@ use axum::Router;
 use axum::routing::get;
 use bytes::Bytes;
 use http_body::Frame;
-use rate_limit_core::limiter::SlotAnswer;
-use rate_limit_core::{
+use ratekeeper_core::limiter::SlotAnswer;
+use ratekeeper_core::{
     AnyStore, FailurePolicy, InFlight, Limiter, MemoryStore, Principal, PrincipalKind, RedisStore,
 };
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tests::{Server, client, retry_after};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{InFlightRule, RateLimitLayer};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_tests::{Server, client, retry_after};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{InFlightRule, RateLimitLayer};
 
 /// A body of `left` chunks, one every `every`: a response that takes time to send.
 struct Ticks {
@@ -232,7 +232,7 @@ async fn slots_of_a_process_killed_with_sigkill_come_back_within_the_ttl() {
 /// The in-handler limiter: the handler takes its slot itself (the principal is known only
 /// there) and holds it while it works.
 async fn in_handler(store: AnyStore) {
-    use rate_limit_axum::HandlerLimiter;
+    use ratekeeper_axum::HandlerLimiter;
 
     let limiter = HandlerLimiter::new(Limiter::new(store));
     let exports = InFlight::new("exports-in-handler", 2, Duration::from_secs(1)).unwrap();
@@ -333,7 +333,7 @@ async fn a_slot_costs_two_commands() {
 /// memory store (the limit still holds), or open (no slot).
 #[tokio::test]
 async fn a_down_store_falls_back_as_each_in_flight_rule_says() {
-    use rate_limit_tests::redis::down_store;
+    use ratekeeper_tests::redis::down_store;
 
     let exports = InFlight::new("exports", 1, Duration::from_secs(1)).unwrap();
     let app = |policy: FailurePolicy| {

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::limiter::Holding;
-use rate_limit_core::{
+use ratekeeper_core::limiter::Holding;
+use ratekeeper_core::{
     AnyStore, Chain, Delay, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind,
     Store,
 };
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 fn limiter() -> Limiter {
     let store = MemoryStore::builder()
-        .clock(rate_limit_core::clock::TokioClock::new())
+        .clock(ratekeeper_core::clock::TokioClock::new())
         .build()
         .unwrap();
     Limiter::new(AnyStore::Memory(store))

@@ -7,13 +7,13 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
-use rate_limit_core::{
+use ratekeeper_core::{
     AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind, Store,
 };
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{CountWhen, RateLimitLayer, Rule};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{CountWhen, RateLimitLayer, Rule};
 
 /// A route whose handler answers `x-answer` (a status) after `x-ms` milliseconds, limited
 /// to `quota` responses per account that `when` counts.
@@ -122,7 +122,7 @@ async fn counts_by_outcome_on_a_cluster() {
 async fn a_counted_outcome_costs_one_command_and_a_given_back_one_two() {
     let redis = RedisServer::start();
     let store = AnyStore::Redis(
-        rate_limit_core::RedisStore::builder(redis.url())
+        ratekeeper_core::RedisStore::builder(redis.url())
             .deny_cache(0)
             .build()
             .unwrap(),
@@ -148,7 +148,7 @@ async fn a_counted_outcome_costs_one_command_and_a_given_back_one_two() {
 async fn in_handler(store: AnyStore) {
     let per_ip = Limit::sliding_log("ip", 20, Duration::from_secs(60)).unwrap();
     let per_account = Limit::sliding_log("account-failures", 3, Duration::from_secs(60)).unwrap();
-    let limiter = rate_limit_axum::HandlerLimiter::new(Limiter::new(store));
+    let limiter = ratekeeper_axum::HandlerLimiter::new(Limiter::new(store));
     let ip = Principal::ip("192.0.2.1".parse().unwrap());
     let account = Principal::personal(PrincipalKind::User, "ada@example.com");
     let chain = Chain::new()
@@ -206,7 +206,7 @@ async fn the_in_handler_limiter_gives_back_one_check_of_a_chain_on_every_store()
 
 /// Units taken from a leased slice and given back return to the slice (or, once it has
 /// ended, to Redis): when every slice has ended, the key's quota is whole again.
-async fn leased_units_come_back(store: rate_limit_core::RedisStore) {
+async fn leased_units_come_back(store: ratekeeper_core::RedisStore) {
     let limit = Limit::fixed_window("leased-outcome", 10_000, Duration::from_secs(3_600))
         .unwrap()
         .leased(50, Duration::from_millis(50))
@@ -244,14 +244,14 @@ async fn leased_units_come_back(store: rate_limit_core::RedisStore) {
 async fn leased_units_given_back_come_back_on_redis_and_a_cluster() {
     let redis = RedisServer::start();
     leased_units_come_back(
-        rate_limit_core::RedisStore::builder(redis.url())
+        ratekeeper_core::RedisStore::builder(redis.url())
             .build()
             .unwrap(),
     )
     .await;
     let cluster = RedisCluster::start();
     leased_units_come_back(
-        rate_limit_core::RedisStore::cluster_builder(cluster.urls())
+        ratekeeper_core::RedisStore::cluster_builder(cluster.urls())
             .build()
             .unwrap(),
     )

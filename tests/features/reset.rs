@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::{AnyStore, InFlight, Limiter, PrincipalKind};
-use rate_limit_tests::Server;
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{InFlightRule, RateLimitLayer};
+use ratekeeper_core::{AnyStore, InFlight, Limiter, PrincipalKind};
+use ratekeeper_tests::Server;
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{InFlightRule, RateLimitLayer};
 
 async fn reset_while_taking(store: AnyStore, servers: &[RedisServer]) {
     // One at a time per account, leased for 30 s: a slot left to its lease refuses the

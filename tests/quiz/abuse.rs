@@ -1,10 +1,10 @@
 //! quiz-night against abuse: a client naming its own IP, refused attempts aimed at a
 //! victim's account, wrong methods spending a route's budget, and an outage logged once.
 
-use rate_limit_core::testing::LogCapture;
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_tests::client;
-use rate_limit_tests::redis::down_store;
+use ratekeeper_core::testing::LogCapture;
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_tests::client;
+use ratekeeper_tests::redis::down_store;
 use reqwest::StatusCode;
 
 use crate::start;
@@ -144,15 +144,15 @@ async fn an_account_gets_at_most_119_guesses_in_15_minutes() {
     use std::time::Duration;
 
     use axum::extract::ConnectInfo;
-    use rate_limit_examples::quiz_night::{QuizConfig, app_with_store};
+    use ratekeeper_examples::quiz_night::{QuizConfig, app_with_store};
     use tower::ServiceExt;
 
     let store = MemoryStore::builder()
-        .clock(rate_limit_core::clock::TokioClock::new())
+        .clock(ratekeeper_core::clock::TokioClock::new())
         .build()
         .unwrap();
     let cfg = QuizConfig {
-        store: rate_limit_examples::StoreEnv::Memory,
+        store: ratekeeper_examples::StoreEnv::Memory,
         trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
         sign_in_delay: None,
         ..QuizConfig::default()

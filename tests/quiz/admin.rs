@@ -2,10 +2,10 @@
 //! limit, over the quiz's own limits: a participant flooding the poll is the poll's
 //! heaviest hitter, and a quota lowered through the API refuses them.
 
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_examples::quiz_night::{QuizConfig, app_with_store};
-use rate_limit_tests::redis::RedisServer;
-use rate_limit_tests::{Server, client};
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_examples::quiz_night::{QuizConfig, app_with_store};
+use ratekeeper_tests::redis::RedisServer;
+use ratekeeper_tests::{Server, client};
 use serde_json::Value;
 
 const TOKEN: &str = "quiz-admin-token-0123456789abcdef-0123456789";

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_tests::client;
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_tests::client;
 use reqwest::StatusCode;
 
 use crate::{held_ms, start};

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_tests::client;
-use rate_limit_tests::redis::RedisServer;
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_tests::client;
+use ratekeeper_tests::redis::RedisServer;
 use reqwest::StatusCode;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -20,7 +20,7 @@ const WRONG: &str = "{\"email\":\"demo@example.com\",\"password\":\"guess\"}";
 const RIGHT: &str = "{\"email\":\"demo@example.com\",\"password\":\"quiz\"}";
 
 /// The owner's right password, from its own address.
-async fn owner_signs_in(http: &reqwest::Client, s: &rate_limit_tests::Server) -> reqwest::Response {
+async fn owner_signs_in(http: &reqwest::Client, s: &ratekeeper_tests::Server) -> reqwest::Response {
     http.post(s.url("/auth/sign-in"))
         .header("x-forwarded-for", "192.0.2.10")
         .body(RIGHT)

@@ -5,10 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_examples::quiz_night::{QuizConfig, app_with_store};
-use rate_limit_tests::redis::{RedisServer, down_store};
-use rate_limit_tests::{Server, client, retry_after};
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_examples::quiz_night::{QuizConfig, app_with_store};
+use ratekeeper_tests::redis::{RedisServer, down_store};
+use ratekeeper_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 mod abuse;
@@ -33,7 +33,7 @@ fn held_ms(r: &reqwest::Response) -> u64 {
 
 pub(crate) async fn start(store: AnyStore, trusted: &str) -> Server {
     let cfg = QuizConfig {
-        store: rate_limit_examples::StoreEnv::Memory,
+        store: ratekeeper_examples::StoreEnv::Memory,
         trusted_proxies: trusted
             .split(',')
             .filter(|s| !s.is_empty())
@@ -345,13 +345,13 @@ async fn the_whole_table_on_redis() {
 
 #[tokio::test]
 async fn the_whole_table_on_a_cluster_named_by_redis_cluster() {
-    let cluster = rate_limit_tests::redis::RedisCluster::start();
+    let cluster = ratekeeper_tests::redis::RedisCluster::start();
     let nodes: Vec<String> = cluster
         .nodes()
         .iter()
         .map(|n| format!("127.0.0.1:{}", n.port()))
         .collect();
-    let env = rate_limit_examples::StoreEnv::from_lookup(|k| {
+    let env = ratekeeper_examples::StoreEnv::from_lookup(|k| {
         (k == "REDIS_CLUSTER").then(|| nodes.join(","))
     })
     .unwrap();

@@ -2,8 +2,8 @@
 //! the client: a second sign-in budget of 20 per attacker. Now the client is still the
 //! client, and a header naming nobody is a 400.
 
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_tests::client;
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_tests::client;
 use reqwest::StatusCode;
 use reqwest::header::HeaderValue;
 

@@ -1,9 +1,9 @@
 use axum::{Router, routing::get};
-use rate_limit_axum::{Answering, Limit, RateLimitLayer, Rule, client_ip};
+use ratekeeper_axum::{Answering, Limit, RateLimitLayer, Rule, client_ip};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-fn app() -> Result<Router, rate_limit_axum::ConfigError> {
+fn app() -> Result<Router, ratekeeper_axum::ConfigError> {
     let minute = Duration::from_secs(60);
     // Browsers are sent to a page; other clients get 429 with Retry-After.
     let answering = Answering::new().redirect_browsers("/too-many-requests")?;

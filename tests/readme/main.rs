@@ -10,7 +10,7 @@ mod readme {
     }
 }
 
-use rate_limit_tests::{Server, client};
+use ratekeeper_tests::{Server, client};
 use reqwest::StatusCode;
 
 #[test]

@@ -1,9 +1,9 @@
 //! ask-ai: the docs platform's table, end to end.
 
-use rate_limit_core::{AnyStore, Chain, Limiter, MemoryStore, Principal, Store};
-use rate_limit_examples::ask_ai::{AskLimits, ai_update_after_push, app_with_store, org};
-use rate_limit_tests::redis::{RedisServer, down_store};
-use rate_limit_tests::{Server, client};
+use ratekeeper_core::{AnyStore, Chain, Limiter, MemoryStore, Principal, Store};
+use ratekeeper_examples::ask_ai::{AskLimits, ai_update_after_push, app_with_store, org};
+use ratekeeper_tests::redis::{RedisServer, down_store};
+use ratekeeper_tests::{Server, client};
 use reqwest::StatusCode;
 
 async fn table(store: AnyStore) {

@@ -1,10 +1,10 @@
 //! edge-fallback: a missing, failing or slow store; counted in memory; logged once per
 //! reason; never a key.
 
-use rate_limit_core::testing::LogCapture;
-use rate_limit_examples::edge_fallback::{EdgeStore, app};
-use rate_limit_tests::redis::{RedisServer, free_port};
-use rate_limit_tests::{Server, client};
+use ratekeeper_core::testing::LogCapture;
+use ratekeeper_examples::edge_fallback::{EdgeStore, app};
+use ratekeeper_tests::redis::{RedisServer, free_port};
+use ratekeeper_tests::{Server, client};
 use reqwest::StatusCode;
 
 async fn counted_in_memory(store: EdgeStore) {

@@ -1,9 +1,9 @@
 //! food-api: two keys per route, per-route failure policies, a shared model budget.
 
-use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind, Store};
-use rate_limit_examples::food_api::{app_with_store, model_budget, resolve_ingredients};
-use rate_limit_tests::redis::{RedisServer, down_store};
-use rate_limit_tests::{Server, client, retry_after};
+use ratekeeper_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind, Store};
+use ratekeeper_examples::food_api::{app_with_store, model_budget, resolve_ingredients};
+use ratekeeper_tests::redis::{RedisServer, down_store};
+use ratekeeper_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 async fn table(store: AnyStore) {

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use rate_limit_core::clock::{Clock, FakeClock};
-use rate_limit_core::{AnyStore, Chain, Limit, MemoryStore, Principal};
-use rate_limit_examples::platform::{
+use ratekeeper_core::clock::{Clock, FakeClock};
+use ratekeeper_core::{AnyStore, Chain, Limit, MemoryStore, Principal};
+use ratekeeper_examples::platform::{
     Remote, app_with_login_delay, app_with_store, harvest, harvester,
 };
-use rate_limit_tests::redis::{RedisServer, down_store};
-use rate_limit_tests::{Server, client, retry_after};
+use ratekeeper_tests::redis::{RedisServer, down_store};
+use ratekeeper_tests::{Server, client, retry_after};
 use reqwest::StatusCode;
 
 async fn table(store: AnyStore) {

@@ -1,11 +1,11 @@
 //! Bearer tokens of any realistic length name their user (a signed JWT is 500 bytes to a few
 //! KiB); only past the documented cap, 8 KiB, is a token refused.
 
-use rate_limit_core::{AnyStore, MemoryStore};
-use rate_limit_examples::food_api::{app_with_store, model_budget};
-use rate_limit_tests::redis::RedisServer;
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::DEFAULT_MAX_HASHED_LEN;
+use ratekeeper_core::{AnyStore, MemoryStore};
+use ratekeeper_examples::food_api::{app_with_store, model_budget};
+use ratekeeper_tests::redis::RedisServer;
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::DEFAULT_MAX_HASHED_LEN;
 use reqwest::StatusCode;
 
 /// A JWT-shaped token of exactly `len` bytes (base64url segments joined by dots), its last

@@ -1,6 +1,6 @@
 //! The `simulate` demo: each algorithm stays within its documented bound on real traffic.
 
-use rate_limit_examples::simulate::{max_in_window, run};
+use ratekeeper_examples::simulate::{max_in_window, run};
 
 #[test]
 fn every_algorithm_keeps_its_bound() {

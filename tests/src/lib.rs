@@ -1,8 +1,8 @@
 //! Shared support for the end-to-end tests: servers on real TCP listeners and clients.
 
 /// The `redis-server` harness (shared with the benches).
-pub use rate_limit_testkit::redis;
-pub use rate_limit_testkit::{rss_kib, tls};
+pub use ratekeeper_testkit::redis;
+pub use ratekeeper_testkit::{rss_kib, tls};
 
 use std::net::SocketAddr;
 

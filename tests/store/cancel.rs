@@ -7,9 +7,9 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
-use rate_limit_core::limiter::SlotAnswer;
-use rate_limit_core::{AnyStore, FailurePolicy, InFlight, Limiter, Principal};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_core::limiter::SlotAnswer;
+use ratekeeper_core::{AnyStore, FailurePolicy, InFlight, Limiter, Principal};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 use tokio::time::Instant;
 
 use crate::support::{slots_held, standalone};

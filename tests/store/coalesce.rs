@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, Chain, Limit, MemoryStore, Principal, Store};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_core::{AnyStore, Chain, Limit, MemoryStore, Principal, Store};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
 use crate::support::{cluster, standalone};
 
@@ -135,8 +135,8 @@ fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
 /// policies then apply), never panics or hangs.
 #[test]
 fn a_store_whose_runtime_has_shut_down_fails_as_not_sent() {
-    use rate_limit_core::RedisStore;
-    use rate_limit_core::store::StoreErrorKind;
+    use ratekeeper_core::RedisStore;
+    use ratekeeper_core::store::StoreErrorKind;
 
     let server = RedisServer::start();
     let short = tokio::runtime::Runtime::new().unwrap();
@@ -159,7 +159,7 @@ async fn a_call_of_nine_thousand_keys_is_answered() {
     let server = RedisServer::start();
     // What is tested is the answer, not its speed: 9 000 keys in one script take Redis
     // ~100 ms on a quiet machine and can pass the default budget on a busy one.
-    let store = rate_limit_core::RedisStore::builder(server.url())
+    let store = ratekeeper_core::RedisStore::builder(server.url())
         .coalesce(0)
         .response_timeout(Duration::from_secs(10))
         .build()
@@ -185,12 +185,12 @@ async fn a_call_of_nine_thousand_keys_is_answered() {
 /// call in flight is never sent: it did not run, so nothing may be charged for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_whose_caller_gave_up_before_its_call_left_is_not_sent() {
-    use rate_limit_tests::redis::LatencyProxy;
+    use ratekeeper_tests::redis::LatencyProxy;
 
     let server = RedisServer::start();
     // 100 ms each way: every call takes at least 200 ms.
     let slow = LatencyProxy::start(server.port(), Duration::from_millis(100));
-    let store = rate_limit_core::RedisStore::builder(slow.url())
+    let store = ratekeeper_core::RedisStore::builder(slow.url())
         .response_timeout(Duration::from_secs(5))
         .build()
         .unwrap();

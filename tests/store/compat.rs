@@ -8,12 +8,12 @@
 
 use std::time::Duration;
 
-use rate_limit_core::limiter::SlotAnswer;
-use rate_limit_core::pace::{Aimd, Pace, SharedPacer};
-use rate_limit_core::store::{Dedupe, StoreErrorKind};
-use rate_limit_core::{AnyStore, Chain, FailurePolicy, InFlight, Limit, Limiter, Principal, Store};
-use rate_limit_tests::redis::RedisCluster;
-use rate_limit_tests::redis::versions::Matrix;
+use ratekeeper_core::limiter::SlotAnswer;
+use ratekeeper_core::pace::{Aimd, Pace, SharedPacer};
+use ratekeeper_core::store::{Dedupe, StoreErrorKind};
+use ratekeeper_core::{AnyStore, Chain, FailurePolicy, InFlight, Limit, Limiter, Principal, Store};
+use ratekeeper_tests::redis::RedisCluster;
+use ratekeeper_tests::redis::versions::Matrix;
 
 use crate::monitor::Monitor;
 use crate::support::standalone;
@@ -49,7 +49,7 @@ async fn a_valkey_8_0_cluster_passes_the_conformance_suite() {
     crate::conformance::suite(&cluster.store()).await;
 }
 
-fn server(test: &str) -> rate_limit_tests::redis::RedisServer {
+fn server(test: &str) -> ratekeeper_tests::redis::RedisServer {
     Matrix::Redis6_2.start(test)
 }
 
@@ -166,9 +166,9 @@ async fn a_refused_write_on_redis_6_2_is_a_refusal() {
 async fn a_fail_open_route_on_redis_6_2_is_limited_over_tcp() {
     use axum::Router;
     use axum::routing::get;
-    use rate_limit_tests::{Server, client, connect_info_peer};
-    use rate_limit_tower::extract::ClientIp;
-    use rate_limit_tower::{RateLimitLayer, Rule};
+    use ratekeeper_tests::{Server, client, connect_info_peer};
+    use ratekeeper_tower::extract::ClientIp;
+    use ratekeeper_tower::{RateLimitLayer, Rule};
 
     let redis = server("a_fail_open_route_on_redis_6_2_is_limited_over_tcp");
     let layer = RateLimitLayer::new(Limiter::new(standalone(&redis.url()))).rule(

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, Chain, Check, Limit, MemoryStore, Principal, RedisStore, Store};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_core::{AnyStore, Chain, Check, Limit, MemoryStore, Principal, RedisStore, Store};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
 use crate::support::{clear_of_boundary, quick_run, run};
 
@@ -283,9 +283,9 @@ async fn bans(store: &AnyStore) {
     let ip = Principal::ip("203.0.113.9".parse().unwrap());
     let other = Principal::ip("203.0.113.10".parse().unwrap());
     for (n, mode) in [
-        rate_limit_core::ChainMode::InOrder,
-        rate_limit_core::ChainMode::ChargeAll,
-        rate_limit_core::ChainMode::CountAttempts,
+        ratekeeper_core::ChainMode::InOrder,
+        ratekeeper_core::ChainMode::ChargeAll,
+        ratekeeper_core::ChainMode::CountAttempts,
     ]
     .into_iter()
     .enumerate()

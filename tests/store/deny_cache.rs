@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use rate_limit_core::{AnyStore, Chain, ChainMode, Limit, Outcome, Principal, RedisStore, Store};
-use rate_limit_tests::redis::RedisServer;
+use ratekeeper_core::{AnyStore, Chain, ChainMode, Limit, Outcome, Principal, RedisStore, Store};
+use ratekeeper_tests::redis::RedisServer;
 
 /// A store on `server` whose script is loaded, so that every check is one EVALSHA.
 async fn store(server: &RedisServer, deny_cache: usize) -> RedisStore {
@@ -192,7 +192,7 @@ async fn the_cache_is_bounded() {
 
 #[tokio::test]
 async fn a_key_refused_before_an_outage_stays_refused_during_it_whatever_the_policy() {
-    use rate_limit_core::{Answer, FailurePolicy, Limiter};
+    use ratekeeper_core::{Answer, FailurePolicy, Limiter};
 
     let mut server = RedisServer::start();
     let store = store(&server, 100).await;
@@ -246,7 +246,7 @@ async fn a_key_refused_before_an_outage_stays_refused_during_it_whatever_the_pol
 /// Before the rule, 4 runs in 5 answered 429 from the cache (`Retry-After` 27–29 s).
 #[tokio::test]
 async fn split_chains_on_a_cluster_are_never_refused_from_the_cache() {
-    use rate_limit_tests::redis::RedisCluster;
+    use ratekeeper_tests::redis::RedisCluster;
     let cluster = RedisCluster::start();
     let store = RedisStore::cluster_builder(cluster.urls()).build().unwrap();
     store.health().await.unwrap();
@@ -256,8 +256,8 @@ async fn split_chains_on_a_cluster_are_never_refused_from_the_cache() {
     let per_game = Limit::fixed_window("ask-visitor-game", 15, day).unwrap();
     let game = Limit::fixed_window("ask-game", 500, day).unwrap();
     let all = Limit::fixed_window("ask-all", 100_000, day).unwrap();
-    let vg = rate_limit_core::PrincipalKind::custom("visitor-game").unwrap();
-    let gk = rate_limit_core::PrincipalKind::custom("game").unwrap();
+    let vg = ratekeeper_core::PrincipalKind::custom("visitor-game").unwrap();
+    let gk = ratekeeper_core::PrincipalKind::custom("game").unwrap();
     let ask = |visitor: &str, g: &str| {
         Chain::new()
             .check(&burst, Principal::participant(visitor))

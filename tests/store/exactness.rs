@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, Chain, Limit, Principal, Store};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_core::{AnyStore, Chain, Limit, Principal, Store};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
 use crate::support::{clear_of_boundary, cluster, standalone};
 

@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use rate_limit_core::limiter::FailureReason;
-use rate_limit_core::store::StoreErrorKind;
-use rate_limit_core::{
+use ratekeeper_core::limiter::FailureReason;
+use ratekeeper_core::store::StoreErrorKind;
+use ratekeeper_core::{
     Answer, AnyStore, Chain, FailurePolicy, Limit, Limiter, Principal, RedisStore, Store,
 };
-use rate_limit_tests::redis::{RedisServer, free_port};
+use ratekeeper_tests::redis::{RedisServer, free_port};
 use tokio::time::Instant;
 
 use crate::support::{slots_held, standalone};
@@ -191,7 +191,7 @@ async fn out_of_memory_under_noeviction_is_a_store_error() {
 /// for the quiet period, and the flood fits in one episode.
 #[tokio::test]
 async fn redis_at_its_memory_cap_logs_one_episode_not_one_line_per_flap() {
-    let logs = rate_limit_core::testing::LogCapture::global();
+    let logs = ratekeeper_core::testing::LogCapture::global();
     let server = RedisServer::start_with(
         free_port(),
         &["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"],
@@ -268,7 +268,7 @@ async fn reset_connections_cost_at_most_one_request_and_are_made_again() {
         assert!(failures_before_an_answer(&store, &c).await <= 1);
     }
 
-    let cluster = rate_limit_tests::redis::RedisCluster::start();
+    let cluster = ratekeeper_tests::redis::RedisCluster::start();
     let store = crate::support::cluster(&cluster.urls());
     let limit = Limit::fixed_window("reset-c", 1_000_000, Duration::from_secs(60)).unwrap();
     let chains: Vec<Chain> = (0..30)
@@ -326,7 +326,7 @@ async fn burst(
 /// (the store's cool-down answers the rest at once), nothing hangs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ten_thousand_request_burst_while_redis_is_slow_is_answered_and_bounded() {
-    use rate_limit_tests::redis::LatencyProxy;
+    use ratekeeper_tests::redis::LatencyProxy;
 
     let server = RedisServer::start();
     let slow = LatencyProxy::start(server.port(), Duration::from_millis(50));
@@ -351,9 +351,9 @@ async fn a_ten_thousand_request_burst_while_redis_is_slow_is_answered_and_bounde
         .build()
         .unwrap();
     let chain = Chain::new().check(&limit, Principal::user("hot"));
-    let rss0 = rate_limit_tests::rss_kib(std::process::id());
+    let rss0 = ratekeeper_tests::rss_kib(std::process::id());
     let (redis, admitted, policy, slowest) = burst(&limiter, &chain, 10_000).await;
-    let grew = rate_limit_tests::rss_kib(std::process::id()).saturating_sub(rss0);
+    let grew = ratekeeper_tests::rss_kib(std::process::id()).saturating_sub(rss0);
     println!(
         "100 ms slower: {redis} answered by Redis ({admitted} admitted), {policy} by the policy; \
          slowest {slowest:?}; RSS +{grew} KiB"
@@ -387,13 +387,13 @@ async fn a_slot_taken_during_a_freeze_is_released_after_the_thaw() {
 /// The same on a Cluster, every master frozen.
 #[tokio::test]
 async fn a_slot_taken_during_a_cluster_freeze_is_released_after_the_thaw() {
-    let cluster = rate_limit_tests::redis::RedisCluster::start();
+    let cluster = ratekeeper_tests::redis::RedisCluster::start();
     ghost_slot_released(cluster.store(), cluster.nodes()).await;
 }
 
 async fn ghost_slot_released(store: AnyStore, servers: &[RedisServer]) {
-    use rate_limit_core::InFlight;
-    use rate_limit_core::limiter::SlotAnswer;
+    use ratekeeper_core::InFlight;
+    use ratekeeper_core::limiter::SlotAnswer;
     let limiter = Limiter::builder(store)
         .timeout(Duration::from_millis(200))
         .build()
@@ -439,8 +439,8 @@ async fn ghost_slot_released(store: AnyStore, servers: &[RedisServer]) {
 /// in flight than its limit); now each takes its slot again when the server answers.
 #[tokio::test]
 async fn slots_whose_leases_ran_out_in_a_freeze_are_taken_again() {
-    use rate_limit_core::InFlight;
-    use rate_limit_core::limiter::SlotAnswer;
+    use ratekeeper_core::InFlight;
+    use ratekeeper_core::limiter::SlotAnswer;
     let server = RedisServer::start();
     let limiter = Limiter::builder(standalone(&server.url()))
         .timeout(Duration::from_millis(200))

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rate_limit_core::{AnyStore, Chain, Limit, MemoryStore, Principal, RedisStore, Store};
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_core::{AnyStore, Chain, Limit, MemoryStore, Principal, RedisStore, Store};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
 use crate::support::clear_of_boundary;
 
@@ -131,7 +131,7 @@ fn excess(
 
 /// A fixed window of 1 000 per minute leased in slices of up to `max_slice` for 100 ms,
 /// its global key, and a chain of that key.
-fn global_minute(name: &str, max_slice: u64) -> (Limit, rate_limit_core::Key, Chain) {
+fn global_minute(name: &str, max_slice: u64) -> (Limit, ratekeeper_core::Key, Chain) {
     let limit = Limit::fixed_window(name, 1_000, Duration::from_secs(60))
         .unwrap()
         .leased(max_slice, Duration::from_millis(100))
@@ -141,7 +141,7 @@ fn global_minute(name: &str, max_slice: u64) -> (Limit, rate_limit_core::Key, Ch
     (limit, key, chain)
 }
 
-async fn wait_for_slices_to_end(stores: &[RedisStore], key: &rate_limit_core::Key) {
+async fn wait_for_slices_to_end(stores: &[RedisStore], key: &ratekeeper_core::Key) {
     tokio::time::sleep(LIFETIME + Duration::from_millis(100)).await;
     for s in stores {
         assert_eq!(s.leased_units(key), 0, "a slice outlived its lifetime");
@@ -470,7 +470,7 @@ async fn a_slice_answers_while_redis_is_down_until_it_ends_and_a_reset_drops_it(
 #[test]
 fn a_lease_that_cannot_work_is_a_config_error() {
     let day = Duration::from_secs(86_400);
-    let code = |r: Result<Limit, rate_limit_core::ConfigError>| r.unwrap_err().code();
+    let code = |r: Result<Limit, ratekeeper_core::ConfigError>| r.unwrap_err().code();
     let f = || Limit::fixed_window("l", 100, day).unwrap();
     assert_eq!(code(f().leased(0, LIFETIME)), "limit.lease_invalid");
     assert_eq!(code(f().leased(101, LIFETIME)), "limit.lease_invalid");

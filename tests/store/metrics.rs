@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::{AnyStore, FailurePolicy, Limit, Limiter, PrincipalKind, RedisStore};
-use rate_limit_tests::redis::RedisCluster;
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_core::{AnyStore, FailurePolicy, Limit, Limiter, PrincipalKind, RedisStore};
+use ratekeeper_tests::redis::RedisCluster;
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_errors_name_the_dead_cluster_node() {

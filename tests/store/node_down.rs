@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, Principal, RedisStore};
-use rate_limit_tests::redis::{RedisCluster, principal_slot};
+use ratekeeper_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, Principal, RedisStore};
+use ratekeeper_tests::redis::{RedisCluster, principal_slot};
 use tokio::time::Instant;
 
 #[derive(Debug, Default, Clone)]
@@ -193,7 +193,7 @@ async fn a_promoted_replica_serves_the_dead_masters_keys_without_a_restart() {
 /// The same failover on a Valkey 8 Cluster (the compatibility matrix).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promoted_replica_serves_the_dead_masters_keys_on_valkey_8_0() {
-    use rate_limit_tests::redis::versions::Matrix;
+    use ratekeeper_tests::redis::versions::Matrix;
     let valkey =
         Matrix::Valkey8_0.require("a_promoted_replica_serves_the_dead_masters_keys_on_valkey_8_0");
     let cluster = RedisCluster::start_on(&valkey, 1, &["--cluster-require-full-coverage", "no"]);
@@ -282,7 +282,7 @@ async fn a_promoted_replica_serves(mut cluster: RedisCluster) {
 /// failed and the charge stayed.
 #[tokio::test]
 async fn a_failed_slot_group_refunds_the_groups_before_it() {
-    use rate_limit_core::Store;
+    use ratekeeper_core::Store;
     let mut cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
     let owners = cluster.slot_owners(0);
     let victim_port = cluster.nodes()[1].port();

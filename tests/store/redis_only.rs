@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use rate_limit_core::store::Dedupe;
-use rate_limit_core::{
+use ratekeeper_core::store::Dedupe;
+use ratekeeper_core::{
     AnyStore, Chain, Limit, MemoryStore, Outcome, Principal, PrincipalKind, RedisStore, Store,
 };
-use rate_limit_tests::redis::RedisServer;
+use ratekeeper_tests::redis::RedisServer;
 
 use crate::support::standalone;
 
@@ -144,11 +144,11 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
     }
     // A shared pacer's state, corrupt or from the future: paced, never stalled past the
     // longest pause (an hour).
-    let aimd = rate_limit_core::pace::Aimd {
+    let aimd = ratekeeper_core::pace::Aimd {
         initial: 10.0,
-        ..rate_limit_core::pace::Aimd::default()
+        ..ratekeeper_core::pace::Aimd::default()
     };
-    let store = rate_limit_core::AnyStore::Redis(redis.clone());
+    let store = ratekeeper_core::AnyStore::Redis(redis.clone());
     for (i, seed) in ["abc", "1 2 x 4", "1e300 9e15 9e15 0", "0 0 0 0"]
         .iter()
         .enumerate()
@@ -157,11 +157,11 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
         let name = format!("rl:v2:{{x.pacer:{scope}}}:pacer:harvest");
         server.cli(&["SET", &name, seed]);
         let pacer =
-            rate_limit_core::pace::SharedPacer::new(store.clone(), "harvest", aimd).unwrap();
+            ratekeeper_core::pace::SharedPacer::new(store.clone(), "harvest", aimd).unwrap();
         let pace = pacer.acquire(&scope).await;
         assert!(
-            pace == rate_limit_core::pace::Pace::Go
-                || matches!(pace, rate_limit_core::pace::Pace::Wait(d) if d <= Duration::from_secs(3_600)),
+            pace == ratekeeper_core::pace::Pace::Go
+                || matches!(pace, ratekeeper_core::pace::Pace::Wait(d) if d <= Duration::from_secs(3_600)),
             "{seed}: {pace:?}"
         );
         assert!(!pacer.is_local(&scope), "{seed}: the store answered");
@@ -273,7 +273,7 @@ async fn the_memory_store_deduplicates_too() {
 async fn a_refused_config_get_is_reported_as_unchecked() {
     // Managed Redis services often disable CONFIG; the check must say it could not look.
     let server = RedisServer::start_with(
-        rate_limit_tests::redis::free_port(),
+        ratekeeper_tests::redis::free_port(),
         &["--rename-command", "CONFIG", ""],
     );
     let redis = RedisStore::builder(server.url()).build().unwrap();

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use rate_limit_core::{Chain, Limit, Principal, RedisStore, Store};
-use rate_limit_tests::redis::{RedisCluster, principal_slot};
+use ratekeeper_core::{Chain, Limit, Principal, RedisStore, Store};
+use ratekeeper_tests::redis::{RedisCluster, principal_slot};
 
 const BURST: u64 = 300;
 

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::testing::LogCapture;
-use rate_limit_core::{
+use ratekeeper_core::testing::LogCapture;
+use ratekeeper_core::{
     AnyStore, Chain, HashKey, Limit, Principal, PrincipalKind, RedisStore, Store,
 };
-use rate_limit_tests::redis::{RedisServer, down_store};
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::{Bearer, HeaderKey};
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_tests::redis::{RedisServer, down_store};
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::{Bearer, HeaderKey};
+use ratekeeper_tower::{RateLimitLayer, Rule};
 
 use crate::monitor::Monitor;
 
@@ -28,14 +28,14 @@ fn scan_all(server: &RedisServer) -> String {
 
 /// A route limited by one rule over `store`, quota 1: the second request is refused, so
 /// refusals (and the deny cache) see the secret too.
-fn route<K: rate_limit_tower::extract::KeyExtractor>(
+fn route<K: ratekeeper_tower::extract::KeyExtractor>(
     store: &AnyStore,
     name: &str,
     key: K,
 ) -> axum::routing::MethodRouter {
     let limit = Limit::fixed_window(name, 1, Duration::from_secs(60)).unwrap();
     get(|| async { "ok" }).route_layer(
-        RateLimitLayer::new(rate_limit_core::Limiter::new(store.clone()))
+        RateLimitLayer::new(ratekeeper_core::Limiter::new(store.clone()))
             .rule(Rule::new(limit, key)),
     )
 }

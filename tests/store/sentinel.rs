@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{Chain, Limit, Principal, RedisStore, Store};
-use rate_limit_tests::redis::{RedisSentinels, SENTINEL_MASTER};
+use ratekeeper_core::{Chain, Limit, Principal, RedisStore, Store};
+use ratekeeper_tests::redis::{RedisSentinels, SENTINEL_MASTER};
 use tokio::time::Instant;
 
 fn counter() -> (Limit, Chain) {
@@ -57,7 +57,7 @@ async fn the_store_follows_the_new_primary_after_the_old_one_is_killed() {
 /// The same on Valkey 8: its servers and its Sentinels (the compatibility matrix).
 #[tokio::test]
 async fn the_store_follows_the_new_primary_on_valkey_8_0() {
-    use rate_limit_tests::redis::versions::Matrix;
+    use ratekeeper_tests::redis::versions::Matrix;
     let valkey = Matrix::Valkey8_0.require("the_store_follows_the_new_primary_on_valkey_8_0");
     let s = RedisSentinels::start_on(&valkey);
     let info = s.sentinels[0].cli(&["INFO", "server"]);

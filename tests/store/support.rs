@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use rate_limit_core::{AnyStore, Chain, ChainDecision, Outcome, RedisStore, Store};
+use ratekeeper_core::{AnyStore, Chain, ChainDecision, Outcome, RedisStore, Store};
 
 /// A standalone Redis store for `url`.
 pub(crate) fn standalone(url: &str) -> AnyStore {
@@ -58,7 +58,7 @@ pub(crate) async fn clear_of_boundary(window: Duration, margin: Duration) {
 
 /// Puts `server` over its memory cap for good under `noeviction`: ~1 MB of data, then
 /// `maxmemory` 256 kB. Every write is refused with OOM until `maxmemory` is lifted.
-pub(crate) fn over_the_memory_cap(server: &rate_limit_tests::redis::RedisServer) {
+pub(crate) fn over_the_memory_cap(server: &ratekeeper_tests::redis::RedisServer) {
     let filler = "x".repeat(64 * 1024);
     for i in 0..16 {
         server.cli(&["SET", &format!("filler-{i}"), &filler]);
@@ -68,7 +68,7 @@ pub(crate) fn over_the_memory_cap(server: &rate_limit_tests::redis::RedisServer)
 }
 
 /// In-flight slots held on `servers`: the members of every in-flight set.
-pub(crate) fn slots_held(servers: &[rate_limit_tests::redis::RedisServer]) -> u64 {
+pub(crate) fn slots_held(servers: &[ratekeeper_tests::redis::RedisServer]) -> u64 {
     let mut n = 0;
     for server in servers {
         for k in server.cli(&["KEYS", "*in-flight*"]).lines() {
@@ -90,10 +90,10 @@ pub(crate) fn slots_held(servers: &[rate_limit_tests::redis::RedisServer]) -> u6
 /// window rolls while it runs.
 pub(crate) async fn quick_run(
     store: &AnyStore,
-    limit: &rate_limit_core::Limit,
+    limit: &ratekeeper_core::Limit,
     n: usize,
     aligned: bool,
-) -> (String, Vec<rate_limit_core::ChainDecision>, Chain) {
+) -> (String, Vec<ratekeeper_core::ChainDecision>, Chain) {
     let second = Duration::from_secs(1);
     let now = || {
         std::time::SystemTime::now()
@@ -106,7 +106,7 @@ pub(crate) async fn quick_run(
         }
         let chain = Chain::new().check(
             limit,
-            rate_limit_core::Principal::user(format!("u{attempt}")),
+            ratekeeper_core::Principal::user(format!("u{attempt}")),
         );
         let started = now();
         let (s, ds) = run(store, &chain, n).await;

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{Chain, Limit, Principal, RedisStore, Store};
-use rate_limit_tests::redis::versions::Matrix;
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
-use rate_limit_tests::tls::TestCerts;
+use ratekeeper_core::{Chain, Limit, Principal, RedisStore, Store};
+use ratekeeper_tests::redis::versions::Matrix;
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_tests::tls::TestCerts;
 
 /// `n` checks of one principal's chain: how many were admitted.
 async fn admitted(store: &RedisStore, limit: &Limit, who: &str, n: usize) -> usize {
@@ -146,7 +146,7 @@ async fn a_cluster_over_tls_serves_every_masters_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinels_over_tls_lead_to_the_primary_over_tls_and_after_a_failover() {
     use super::sentinel::{failed_over, until_answered};
-    use rate_limit_tests::redis::{RedisSentinels, SENTINEL_MASTER};
+    use ratekeeper_tests::redis::{RedisSentinels, SENTINEL_MASTER};
 
     let certs = TestCerts::make("sentinel");
     let mut s = RedisSentinels::start_tls(&certs);

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::{Chain, Limit, Principal, RedisStore, Store};
-use rate_limit_tests::redis::RedisServer;
+use ratekeeper_core::{Chain, Limit, Principal, RedisStore, Store};
+use ratekeeper_tests::redis::RedisServer;
 
 use crate::support::clear_of_boundary;
 

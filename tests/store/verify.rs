@@ -4,10 +4,10 @@
 //! keys out, is told which; `CONFIG` renamed is said once and the store works; no
 //! password reaches the error.
 
-use rate_limit_core::store::VerifyError;
-use rate_limit_core::{AnyStore, RedisStore};
-use rate_limit_tests::redis::versions::Matrix;
-use rate_limit_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_core::store::VerifyError;
+use ratekeeper_core::{AnyStore, RedisStore};
+use ratekeeper_tests::redis::versions::Matrix;
+use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
 /// The Redis guide's ACL for a limiter user (prefix `rl`), as `ACL SETUSER` arguments.
 pub(crate) const LIMITER_ACL: &[&str] = &[
@@ -178,7 +178,7 @@ async fn a_user_missing_a_permission_is_told_which() {
 #[tokio::test]
 async fn config_renamed_leaves_the_eviction_policy_unchecked_and_the_store_working() {
     let server = RedisServer::start_with(
-        rate_limit_tests::redis::free_port(),
+        ratekeeper_tests::redis::free_port(),
         &["--rename-command", "CONFIG", ""],
     );
     let store = RedisStore::builder(server.url()).build().unwrap();
@@ -203,18 +203,18 @@ async fn a_wrong_password_fails_without_showing_it() {
     assert_eq!(err.code(), "redis.auth", "{said}");
     assert!(said.contains("authentication failed"), "{said}");
     // A check says the same, and never the password either.
-    let chain = rate_limit_core::Chain::new().check(
-        &rate_limit_core::Limit::fixed_window("auth", 5, std::time::Duration::from_secs(60))
+    let chain = ratekeeper_core::Chain::new().check(
+        &ratekeeper_core::Limit::fixed_window("auth", 5, std::time::Duration::from_secs(60))
             .unwrap(),
-        rate_limit_core::Principal::user("u"),
+        ratekeeper_core::Principal::user("u"),
     );
-    let e = rate_limit_core::Store::check(&store, &chain)
+    let e = ratekeeper_core::Store::check(&store, &chain)
         .await
         .unwrap_err();
     let said = format!("{e} {e:?}");
     assert_eq!(
         e.kind(),
-        rate_limit_core::store::StoreErrorKind::Unauthenticated,
+        ratekeeper_core::store::StoreErrorKind::Unauthenticated,
         "{said}"
     );
     assert!(
@@ -242,7 +242,7 @@ async fn a_missing_password_is_an_authentication_failure() {
 /// The examples' check at start: a store the environment names is verified, memory is not.
 #[tokio::test]
 async fn the_examples_verify_the_store_they_are_given() {
-    use rate_limit_examples::{StoreEnv, verify_env};
+    use ratekeeper_examples::{StoreEnv, verify_env};
     let server = Matrix::Redis7_0.start("the_examples_verify_the_store_they_are_given");
     let found = verify_env(&StoreEnv::Redis(server.url())).await;
     assert!(matches!(found, Some(Ok(_))), "{found:?}");
@@ -267,7 +267,7 @@ async fn the_examples_verify_the_store_they_are_given() {
 /// each (the same limit and principal count apart).
 #[tokio::test]
 async fn auth_database_numbers_and_prefixes_share_one_server() {
-    use rate_limit_core::{Chain, Limit, Principal, Store};
+    use ratekeeper_core::{Chain, Limit, Principal, Store};
     use std::time::Duration;
     let server = Matrix::Redis7_0.start("auth_database_numbers_and_prefixes_share_one_server");
     server.cli(&[
@@ -294,7 +294,7 @@ async fn auth_database_numbers_and_prefixes_share_one_server() {
     for _ in 0..3 {
         a.check(&chain).await.unwrap();
     }
-    let left = |d: rate_limit_core::ChainDecision| d.decisions()[0].remaining();
+    let left = |d: ratekeeper_core::ChainDecision| d.decisions()[0].remaining();
     assert_eq!(left(a.check(&chain).await.unwrap()), 6, "a's own count");
     assert_eq!(
         left(b.check(&chain).await.unwrap()),

@@ -1,13 +1,13 @@
 //! The tower crate's own `ClientIp::new()` under axum, as its docs show it: axum puts the
 //! peer in `ConnectInfo<SocketAddr>`, which `ClientIp` reads (feature `axum`, on with
-//! rate-limit-axum). Before #24 this router answered 500 ("no peer address").
+//! ratekeeper-axum). Before #24 this router answered 500 ("no peer address").
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::Limit;
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::ClientIp;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_core::Limit;
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::ClientIp;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use reqwest::StatusCode;
 use std::time::Duration;
 

@@ -8,11 +8,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
-use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore, PrincipalKind};
-use rate_limit_tests::redis::RedisServer;
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{RateLimitLayer, Rule, cost};
+use ratekeeper_core::{AnyStore, Limit, Limiter, MemoryStore, PrincipalKind};
+use ratekeeper_tests::redis::RedisServer;
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{RateLimitLayer, Rule, cost};
 
 const KIB: usize = 1_024;
 

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::Limit;
-use rate_limit_tests::{Server, client, connect_info_peer};
-use rate_limit_tower::access::{Access, List};
-use rate_limit_tower::extract::ClientIp;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_core::Limit;
+use ratekeeper_tests::{Server, client, connect_info_peer};
+use ratekeeper_tower::access::{Access, List};
+use ratekeeper_tower::extract::ClientIp;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use reqwest::StatusCode;
 use reqwest::header::HeaderValue;
 

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rate_limit_core::{FailurePolicy, Limit, PrincipalKind};
-use rate_limit_tests::{Server, client, connect_info_peer, retry_after};
-use rate_limit_tower::extract::{ClientIp, HeaderKey};
-use rate_limit_tower::{Answering, EXPOSED_HEADERS, RateLimitLayer, Rule};
+use ratekeeper_core::{FailurePolicy, Limit, PrincipalKind};
+use ratekeeper_tests::{Server, client, connect_info_peer, retry_after};
+use ratekeeper_tower::extract::{ClientIp, HeaderKey};
+use ratekeeper_tower::{Answering, EXPOSED_HEADERS, RateLimitLayer, Rule};
 use reqwest::StatusCode;
 use tower_http::cors::{Any, CorsLayer};
 
@@ -290,8 +290,8 @@ async fn bad_input_over_the_wire_is_a_4xx_never_a_5xx() {
 /// at once, at most one more per request already sent when the first refusal came back.
 #[tokio::test]
 async fn a_flood_from_one_refused_key_costs_redis_one_command() {
-    use rate_limit_examples::bench_server::{BenchConfig, app};
-    use rate_limit_tests::redis::RedisServer;
+    use ratekeeper_examples::bench_server::{BenchConfig, app};
+    use ratekeeper_tests::redis::RedisServer;
 
     let redis = RedisServer::start();
     let cfg = BenchConfig {
@@ -299,7 +299,7 @@ async fn a_flood_from_one_refused_key_costs_redis_one_command() {
         limit: 2,
         window_ms: 3_600_000,
         lease: 0,
-        store: rate_limit_examples::StoreEnv::Redis(redis.url()),
+        store: ratekeeper_examples::StoreEnv::Redis(redis.url()),
         ..BenchConfig::default()
     };
     let server = Server::start(app(&cfg).unwrap()).await.unwrap();
@@ -411,7 +411,7 @@ async fn jittered_retry_after_is_spread_never_early_and_the_same_for_one_client(
 /// type; a cost that can never fit has no `retry-after`.
 #[tokio::test]
 async fn problem_details_name_the_type_the_violated_policy_and_the_wait() {
-    use rate_limit_tower::ProblemResponder;
+    use ratekeeper_tower::ProblemResponder;
 
     // Two per minute; a request costs `cost`.
     let layer = |name: &str, cost: u64| {
@@ -461,8 +461,8 @@ async fn problem_details_name_the_type_the_violated_policy_and_the_wait() {
 /// limits; a replacement reaches every clone of the layer at its next request.
 #[tokio::test]
 async fn allow_and_deny_lists_act_before_the_store_and_can_be_replaced_at_run_time() {
-    use rate_limit_tests::redis::RedisServer;
-    use rate_limit_tower::access::{Access, List};
+    use ratekeeper_tests::redis::RedisServer;
+    use ratekeeper_tower::access::{Access, List};
 
     let redis = RedisServer::start();
     let ip = ClientIp::new()
@@ -471,7 +471,7 @@ async fn allow_and_deny_lists_act_before_the_store_and_can_be_replaced_at_run_ti
     let access = Access::new(ip.clone())
         .allow(List::parse(&["10.0.0.0/8", "2001:db8::/32"]).unwrap())
         .deny(List::parse(&["203.0.113.0/24"]).unwrap());
-    let layer = RateLimitLayer::new(rate_limit_core::Limiter::new(redis.store()))
+    let layer = RateLimitLayer::new(ratekeeper_core::Limiter::new(redis.store()))
         .rule(Rule::new(
             Limit::fixed_window("per-ip", 1, Duration::from_secs(3_600)).unwrap(),
             ip,

@@ -7,11 +7,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use http::uri::PathAndQuery;
-use rate_limit_core::{Delay, FailurePolicy, Limit, Limiter, PrincipalKind};
-use rate_limit_tests::{Server, client, connect_info_peer};
-use rate_limit_tower::access::{Access, List};
-use rate_limit_tower::extract::{Bearer, ClientIp, HeaderKey};
-use rate_limit_tower::{
+use ratekeeper_core::{Delay, FailurePolicy, Limit, Limiter, PrincipalKind};
+use ratekeeper_tests::{Server, client, connect_info_peer};
+use ratekeeper_tower::access::{Access, List};
+use ratekeeper_tower::extract::{Bearer, ClientIp, HeaderKey};
+use ratekeeper_tower::{
     Answering, BanAnswer, PROBLEM_TYPES, ProblemResponder, QUOTA_EXCEEDED, RateLimitLayer, Rule,
     TEMPORARY_REDUCED_CAPACITY,
 };
@@ -50,7 +50,7 @@ fn app(answering: &Answering) -> Router {
             Limit::fixed_window("once", 1, MINUTE).unwrap(),
             ip(),
         ));
-    let down = RateLimitLayer::new(Limiter::new(rate_limit_tests::redis::down_store()))
+    let down = RateLimitLayer::new(Limiter::new(ratekeeper_tests::redis::down_store()))
         .answering(answering.clone())
         .rule(
             Rule::new(Limit::fixed_window("r", 9, MINUTE).unwrap(), key())
@@ -193,7 +193,7 @@ async fn every_refusal_is_its_grpc_status_for_a_real_grpc_client() {
 /// a built-in responder.
 #[tokio::test]
 async fn a_responder_of_ones_own_sees_every_refusal_and_falls_back() {
-    use rate_limit_tower::{Refusal, RefusalKind, Responder};
+    use ratekeeper_tower::{Refusal, RefusalKind, Responder};
     use std::sync::{Arc, Mutex};
 
     struct Mine(Arc<Mutex<Vec<(RefusalKind, &'static str)>>>);

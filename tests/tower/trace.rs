@@ -9,10 +9,10 @@ use axum::Router;
 use axum::routing::get;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporterBuilder, SdkTracerProvider};
-use rate_limit_core::{Limit, PrincipalKind};
-use rate_limit_tests::{Server, client};
-use rate_limit_tower::extract::HeaderKey;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_core::{Limit, PrincipalKind};
+use ratekeeper_tests::{Server, client};
+use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use tracing_subscriber::layer::SubscriberExt;
 
 /// Runs [`decision_spans_in_a_process_of_their_own`] alone, in a process of its own:

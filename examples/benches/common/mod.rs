@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use governor::middleware::StateInformationMiddleware;
-use rate_limit_examples::bench_server::{BenchConfig, app, bare_app};
+use ratekeeper_examples::bench_server::{BenchConfig, app, bare_app};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::KeyExtractor;
@@ -93,8 +93,8 @@ impl Peer {
         let ours = |redis_url: Option<&str>, lease: u64| {
             let env = BenchConfig::from_env().unwrap_or_default();
             let cfg = BenchConfig {
-                store: redis_url.map_or(rate_limit_examples::StoreEnv::Memory, |u| {
-                    rate_limit_examples::StoreEnv::Redis(u.to_owned())
+                store: redis_url.map_or(ratekeeper_examples::StoreEnv::Memory, |u| {
+                    ratekeeper_examples::StoreEnv::Redis(u.to_owned())
                 }),
                 lease,
                 // The header style and the number of rules, as bench-server reads them.

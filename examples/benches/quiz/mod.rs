@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rate_limit_testkit::redis::free_port;
+use ratekeeper_testkit::redis::free_port;
 
 /// Starts `quiz-night` (under `ulimit -n` of `open_files`, if given); the child and its port.
 pub(crate) fn start(open_files: Option<u32>) -> (Child, u16) {

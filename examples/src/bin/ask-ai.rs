@@ -1,18 +1,18 @@
-//! `cargo run -p rate-limit-examples --bin ask-ai` (`ASK_BIND`, default 127.0.0.1:3002;
+//! `cargo run -p ratekeeper-examples --bin ask-ai` (`ASK_BIND`, default 127.0.0.1:3002;
 //! `REDIS_URL` to count in Redis).
 //! `ASK_METRICS=1`: Prometheus text at `/metrics` on `ASK_METRICS_BIND` (default
 //! `127.0.0.1:9002`).
 
-use rate_limit_examples::ask_ai::{app, serve};
+use ratekeeper_examples::ask_ai::{app, serve};
 
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().init();
-    if let Err(e) = rate_limit_examples::metrics_from_env("ASK", 9002).await {
+    if let Err(e) = ratekeeper_examples::metrics_from_env("ASK", 9002).await {
         eprintln!("ask-ai: {e}");
         std::process::exit(1);
     }
-    rate_limit_examples::verify_at_start().await;
+    ratekeeper_examples::verify_at_start().await;
     let router = app().unwrap_or_else(|e| {
         eprintln!("ask-ai: {e}");
         std::process::exit(2)

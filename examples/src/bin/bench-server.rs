@@ -1,18 +1,18 @@
-//! `cargo run --release -p rate-limit-examples --bin bench-server` (see
-//! `rate_limit_examples::bench_server` for the environment).
+//! `cargo run --release -p ratekeeper-examples --bin bench-server` (see
+//! `ratekeeper_examples::bench_server` for the environment).
 //! `BENCH_METRICS=1`: Prometheus text at `/metrics` on `BENCH_METRICS_BIND` (default
 //! `127.0.0.1:9900`).
 
-use rate_limit_examples::bench_server::{BenchConfig, app, serve};
+use ratekeeper_examples::bench_server::{BenchConfig, app, serve};
 
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().init();
-    if let Err(e) = rate_limit_examples::metrics_from_env("BENCH", 9900).await {
+    if let Err(e) = ratekeeper_examples::metrics_from_env("BENCH", 9900).await {
         eprintln!("bench-server: {e}");
         std::process::exit(1);
     }
-    rate_limit_examples::verify_at_start().await;
+    ratekeeper_examples::verify_at_start().await;
     let router = BenchConfig::from_env()
         .and_then(|c| app(&c))
         .unwrap_or_else(|e| {

@@ -1,18 +1,18 @@
-//! `EDGE_STORE=slow cargo run -p rate-limit-examples --bin edge-fallback`, then
+//! `EDGE_STORE=slow cargo run -p ratekeeper-examples --bin edge-fallback`, then
 //! `curl -i localhost:3001/api/items` and watch one `rate_limit.fallback` line.
 //! `EDGE_METRICS=1`: Prometheus text at `/metrics` on `EDGE_METRICS_BIND` (default
 //! `127.0.0.1:9001`).
 
-use rate_limit_examples::edge_fallback::{EdgeStore, app, serve};
+use ratekeeper_examples::edge_fallback::{EdgeStore, app, serve};
 
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().init();
-    if let Err(e) = rate_limit_examples::metrics_from_env("EDGE", 9001).await {
+    if let Err(e) = ratekeeper_examples::metrics_from_env("EDGE", 9001).await {
         eprintln!("edge-fallback: {e}");
         std::process::exit(1);
     }
-    rate_limit_examples::verify_at_start().await;
+    ratekeeper_examples::verify_at_start().await;
     let router = app(&EdgeStore::from_env()).unwrap_or_else(|e| {
         eprintln!("edge-fallback: {e}");
         std::process::exit(2)

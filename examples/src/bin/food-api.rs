@@ -1,18 +1,18 @@
-//! `cargo run -p rate-limit-examples --bin food-api` (`FOOD_BIND`, default 127.0.0.1:3003;
+//! `cargo run -p ratekeeper-examples --bin food-api` (`FOOD_BIND`, default 127.0.0.1:3003;
 //! `REDIS_URL` to count in Redis).
 //! `FOOD_METRICS=1`: Prometheus text at `/metrics` on `FOOD_METRICS_BIND` (default
 //! `127.0.0.1:9003`).
 
-use rate_limit_examples::food_api::{app, serve};
+use ratekeeper_examples::food_api::{app, serve};
 
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().init();
-    if let Err(e) = rate_limit_examples::metrics_from_env("FOOD", 9003).await {
+    if let Err(e) = ratekeeper_examples::metrics_from_env("FOOD", 9003).await {
         eprintln!("food-api: {e}");
         std::process::exit(1);
     }
-    rate_limit_examples::verify_at_start().await;
+    ratekeeper_examples::verify_at_start().await;
     let router = app().unwrap_or_else(|e| {
         eprintln!("food-api: {e}");
         std::process::exit(2)

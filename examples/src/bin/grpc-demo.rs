@@ -1,13 +1,13 @@
-//! `cargo run -p rate-limit-examples --bin grpc-demo` (`GRPC_BIND`, default
+//! `cargo run -p ratekeeper-examples --bin grpc-demo` (`GRPC_BIND`, default
 //! `127.0.0.1:3005`; `REDIS_URL` to count in Redis): `demo.Quiz/Answer` over gRPC and
 //! `POST /answers` over HTTP, one budget of 5 a minute per `x-participant-id`.
 
-use rate_limit_examples::grpc_demo::{app, serve};
+use ratekeeper_examples::grpc_demo::{app, serve};
 
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().init();
-    rate_limit_examples::verify_at_start().await;
+    ratekeeper_examples::verify_at_start().await;
     let router = app().unwrap_or_else(|e| {
         eprintln!("grpc-demo: {e}");
         std::process::exit(2)

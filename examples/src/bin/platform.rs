@@ -1,18 +1,18 @@
-//! `cargo run -p rate-limit-examples --bin platform` (`PLATFORM_BIND`, default 127.0.0.1:3004;
+//! `cargo run -p ratekeeper-examples --bin platform` (`PLATFORM_BIND`, default 127.0.0.1:3004;
 //! `REDIS_URL` to count in Redis).
 //! `PLATFORM_METRICS=1`: Prometheus text at `/metrics` on `PLATFORM_METRICS_BIND` (default
 //! `127.0.0.1:9004`).
 
-use rate_limit_examples::platform::{app, serve};
+use ratekeeper_examples::platform::{app, serve};
 
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().init();
-    if let Err(e) = rate_limit_examples::metrics_from_env("PLATFORM", 9004).await {
+    if let Err(e) = ratekeeper_examples::metrics_from_env("PLATFORM", 9004).await {
         eprintln!("platform: {e}");
         std::process::exit(1);
     }
-    rate_limit_examples::verify_at_start().await;
+    ratekeeper_examples::verify_at_start().await;
     let router = app().unwrap_or_else(|e| {
         eprintln!("platform: {e}");
         std::process::exit(2)

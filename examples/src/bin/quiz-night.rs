@@ -1,20 +1,20 @@
-//! The quiz-night server: `cargo run --release -p rate-limit-examples --bin quiz-night`.
+//! The quiz-night server: `cargo run --release -p ratekeeper-examples --bin quiz-night`.
 //!
 //! `QUIZ_BIND` (default `127.0.0.1:3000`), `REDIS_URL` (unset: in-memory),
 //! `QUIZ_TRUSTED_PROXIES` (comma-separated CIDRs), `QUIZ_METRICS=1` (Prometheus text at
 //! `/metrics` on `QUIZ_METRICS_BIND`, default `127.0.0.1:9000`), `QUIZ_ADMIN_TOKEN` (the admin
 //! API and page at `/admin`; `QUIZ_ADMIN_INSECURE_COOKIE=1` over plain HTTP).
 
-use rate_limit_examples::quiz_night::{QuizConfig, app, serve};
+use ratekeeper_examples::quiz_night::{QuizConfig, app, serve};
 
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().init();
-    if let Err(e) = rate_limit_examples::metrics_from_env("QUIZ", 9000).await {
+    if let Err(e) = ratekeeper_examples::metrics_from_env("QUIZ", 9000).await {
         eprintln!("quiz-night: {e}");
         std::process::exit(1);
     }
-    rate_limit_examples::verify_at_start().await;
+    ratekeeper_examples::verify_at_start().await;
     let cfg = match QuizConfig::from_env() {
         Ok(c) => c,
         Err(e) => {

@@ -1,9 +1,9 @@
 //! Prints what each algorithm admits of the same bursty traffic, on a simulated clock.
 //!
-//! `cargo run -p rate-limit-examples --bin simulate`
+//! `cargo run -p ratekeeper-examples --bin simulate`
 
 fn main() {
-    match rate_limit_examples::simulate::run() {
+    match ratekeeper_examples::simulate::run() {
         Ok(report) => print!("{report}"),
         Err(e) => {
             eprintln!("simulate: {e}");

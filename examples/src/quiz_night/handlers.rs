@@ -8,9 +8,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{Html, IntoResponse, Response};
-use rate_limit_axum::RejectionResponse;
-use rate_limit_core::store::Dedupe;
-use rate_limit_core::{Chain, FailurePolicy, Principal, PrincipalKind};
+use ratekeeper_axum::RejectionResponse;
+use ratekeeper_core::store::Dedupe;
+use ratekeeper_core::{Chain, FailurePolicy, Principal, PrincipalKind};
 use serde::Deserialize;
 use serde_json::json;
 

@@ -21,14 +21,14 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use ipnet::IpNet;
-use rate_limit_axum::{HandlerLimiter, client_ip};
-use rate_limit_core::{
+use ratekeeper_axum::{HandlerLimiter, client_ip};
+use ratekeeper_core::{
     AnyStore, ConfigError, Delay, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
-use rate_limit_tower::extract::{
+use ratekeeper_tower::extract::{
     Bearer, ClientIp, ForwardedSource, HeaderKey, KeyExtractor, Rejection, key_fn,
 };
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use tokio::net::TcpListener;
 
 mod handlers;
@@ -188,7 +188,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
     // One way of answering for every layer and the handlers: 303 to the page for browsers.
     // The page is told the wait (`?wait=45`), so it can say it.
     let page = format!("{LIMITED_PAGE}?wait={{retry_after}}");
-    let answering = rate_limit_tower::Answering::new().redirect_browsers(&page)?;
+    let answering = ratekeeper_tower::Answering::new().redirect_browsers(&page)?;
     let layer = || RateLimitLayer::new(limiter.clone()).answering(answering.clone());
 
     let global = layer()
@@ -214,7 +214,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         .rule(Rule::new(limits.ask_game.clone(), game_header()?))
         .rule(Rule::new(
             limits.ask_all.clone(),
-            rate_limit_tower::extract::Global,
+            ratekeeper_tower::extract::Global,
         ));
     let webhooks = layer().rule(
         Rule::new(limits.webhooks.clone(), client.clone()).on_store_error(FailurePolicy::Open),
@@ -304,14 +304,14 @@ fn admin(
     layers: &[&RateLimitLayer],
     limits: &Limits,
     client: &ClientIp,
-) -> Result<Option<rate_limit_axum::admin::Admin>, ConfigError> {
+) -> Result<Option<ratekeeper_axum::admin::Admin>, ConfigError> {
     let Some(token) = &cfg.admin_token else {
         return Ok(None);
     };
-    let mut a = rate_limit_axum::admin::Admin::builder().token(
+    let mut a = ratekeeper_axum::admin::Admin::builder().token(
         "admin",
         token,
-        rate_limit_axum::admin::Role::ReadWrite,
+        ratekeeper_axum::admin::Role::ReadWrite,
     );
     for l in layers {
         a = a.layer(l);

@@ -6,9 +6,9 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use rate_limit_core::top::{HeavyHitters, Hitter};
-use rate_limit_core::{ConfigError, Limit, Principal, Store};
-use rate_limit_tower::access::List;
+use ratekeeper_core::top::{HeavyHitters, Hitter};
+use ratekeeper_core::{ConfigError, Limit, Principal, Store};
+use ratekeeper_tower::access::List;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

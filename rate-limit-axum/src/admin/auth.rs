@@ -223,7 +223,7 @@ pub(super) fn same(a: &str, b: &str) -> bool {
 /// The client a request came from, as the gate saw it (its IP principal): for handlers
 /// that authenticate from the body (the sign-in form).
 #[derive(Debug, Clone)]
-pub(super) struct Client(pub(super) rate_limit_core::Principal);
+pub(super) struct Client(pub(super) ratekeeper_core::Principal);
 
 /// Whether a form post comes from this host's own page: its `Origin` must name the host
 /// the request was sent to: the `Host` header over HTTP/1.1, the `:authority` (the URI's

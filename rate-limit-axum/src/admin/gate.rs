@@ -17,8 +17,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use rate_limit_core::{Chain, ConfigError, Limit, MemoryStore, Principal, Store};
-use rate_limit_tower::extract::ClientIp;
+use ratekeeper_core::{Chain, ConfigError, Limit, MemoryStore, Principal, Store};
+use ratekeeper_tower::extract::ClientIp;
 
 use super::Admin;
 use super::auth::{Client, cookie, error, same_origin};

@@ -2,9 +2,9 @@
 //! the layers and handlers that use them (feature `admin`).
 //!
 //! ```no_run
-//! use rate_limit_axum::admin::{Admin, Role};
-//! use rate_limit_axum::{Limit, RateLimitLayer, Rule};
-//! use rate_limit_axum::tower::extract::ClientIp;
+//! use ratekeeper_axum::admin::{Admin, Role};
+//! use ratekeeper_axum::{Limit, RateLimitLayer, Rule};
+//! use ratekeeper_axum::tower::extract::ClientIp;
 //! use axum::{Router, routing::get};
 //! use std::time::Duration;
 //!
@@ -35,12 +35,12 @@
 //! | `DELETE api/limits/{limit}/overrides/{principal}` | removes it |
 //! | `GET api/limits/{limit}/principals/{principal}` | peeks: remaining, reset, banned (no unit spent) |
 //! | `DELETE api/limits/{limit}/principals/{principal}` | resets the principal's count (or lifts its ban) in the store |
-//! | `GET api/limits/{limit}/top?n=10` | the heavy hitters, by use and by refusals ([`rate_limit_core::top`]) |
+//! | `GET api/limits/{limit}/top?n=10` | the heavy hitters, by use and by refusals ([`ratekeeper_core::top`]) |
 //! | `GET api/bans` | every ban in force, by ban limit, with the time left |
 //! | `DELETE api/bans/{limit}/{principal}` | lifts a ban |
 //! | `GET api/access` / `PUT api/access` | the allow and deny lists: `{"allow": {"addresses": […], "principals": […]}, "deny": {…}}` |
 //!
-//! A principal is written as it renders ([`Principal::as_str`](rate_limit_core::Principal::as_str)):
+//! A principal is written as it renders ([`Principal::as_str`](ratekeeper_core::Principal::as_str)):
 //! `ip:203.0.113.7`, `p:alice`, and a secret kind by its hash (`k:~3f…`, as the bans and
 //! heavy hitters show it). Changes to quotas, overrides and lists hold in this instance
 //! (the parameters travel with each check, so the store keeps none); resets and lifted
@@ -91,10 +91,10 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post, put};
-use rate_limit_core::{AnyStore, ConfigError, ConfigErrorKind, Limit, Limiter};
-use rate_limit_tower::RateLimitLayer;
-use rate_limit_tower::access::Access;
-use rate_limit_tower::extract::ClientIp;
+use ratekeeper_core::{AnyStore, ConfigError, ConfigErrorKind, Limit, Limiter};
+use ratekeeper_tower::RateLimitLayer;
+use ratekeeper_tower::access::Access;
+use ratekeeper_tower::extract::ClientIp;
 
 pub use auth::Role;
 pub use gate::{FAILURES_PER_MINUTE, LOCKOUT};

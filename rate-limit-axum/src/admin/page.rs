@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::{Extension, Form};
-use rate_limit_core::{Principal, Store};
+use ratekeeper_core::{Principal, Store};
 use serde::Deserialize;
 
 use super::Admin;

@@ -45,7 +45,7 @@
 //! max = 2
 //! ttl = "30s"
 //!
-//! [access]                     # allow and deny lists (rate_limit_tower::access)
+//! [access]                     # allow and deny lists (ratekeeper_tower::access)
 //! allow = ["10.0.0.0/8", "2001:db8::/32"]
 //! deny = ["203.0.113.0/24"]
 //! ```
@@ -164,7 +164,7 @@ impl Config {
     }
 
     /// The `[access]` table's `allow` and `deny` lists, validated (each entry a CIDR or an
-    /// IP address): for `rate_limit_tower::access::List::parse`.
+    /// IP address): for `ratekeeper_tower::access::List::parse`.
     pub fn access_lists(&self) -> (&[String], &[String]) {
         (&self.allow, &self.deny)
     }

@@ -30,7 +30,7 @@ pub enum Growth {
 /// source already in it, never a newcomer. See [`Holding`](crate::limiter::Holding).
 ///
 /// ```
-/// use rate_limit_core::Delay;
+/// use ratekeeper_core::Delay;
 /// use std::time::Duration;
 ///
 /// // 5 at once; then 1 s, 2 s, 4 s, 8 s, 8 s, …; a line of 5 is full.
@@ -39,7 +39,7 @@ pub enum Growth {
 /// assert_eq!(delay.for_count(6), Duration::from_secs(1));
 /// assert_eq!(delay.for_count(8), Duration::from_secs(4));
 /// assert_eq!(delay.for_count(40), Duration::from_secs(8));
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delay {

@@ -23,14 +23,14 @@ pub(crate) const MAX_SLOT_TTL: Duration = Duration::from_secs(600);
 /// An in-flight limit: at most `max` requests of one principal at once.
 ///
 /// ```
-/// use rate_limit_core::InFlight;
+/// use ratekeeper_core::InFlight;
 /// use std::time::Duration;
 ///
 /// // Two report exports per account at once; a dead process's slots return within 30 s.
 /// let exports = InFlight::new("exports", 2, Duration::from_secs(30))?;
 /// assert_eq!(exports.max(), 2);
 /// assert_eq!(InFlight::new("exports", 0, Duration::from_secs(30)).unwrap_err().code(), "limit.in_flight_invalid");
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct InFlight {

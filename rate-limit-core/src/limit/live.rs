@@ -111,14 +111,14 @@ impl Limit {
     /// limiter checked it already): set them where the limit is made.
     ///
     /// ```
-    /// use rate_limit_core::Limit;
-    /// use rate_limit_core::top::TopSettings;
+    /// use ratekeeper_core::Limit;
+    /// use ratekeeper_core::top::TopSettings;
     /// use std::time::Duration;
     ///
     /// let poll = Limit::sliding_window("poll", 20, Duration::from_secs(60))?
     ///     .heavy_hitter_settings(TopSettings::new(512, Duration::from_secs(600)))?;
     /// # let _ = poll;
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
     /// ```
     pub fn heavy_hitter_settings(
         self,

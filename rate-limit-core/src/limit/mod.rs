@@ -52,14 +52,14 @@ pub(crate) const MAX_BAN_AFTER: u64 = 1_000;
 /// validates its input and returns a [`ConfigError`] with a stable code.
 ///
 /// ```
-/// use rate_limit_core::Limit;
+/// use ratekeeper_core::Limit;
 /// use std::time::Duration;
 ///
 /// let poll = Limit::sliding_window("poll", 20, Duration::from_secs(60))?;
 /// let host = Limit::token_bucket("host", 10, 2, Duration::from_secs(1))?;
 /// assert_eq!(poll.quota(), 20);
 /// assert_eq!(host.window(), Duration::from_secs(5)); // 10 tokens at 2 per second
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Limit {
@@ -198,7 +198,7 @@ impl Limit {
     ///   same atomic call that refused — one round trip, on every instance alike. A chain
     ///   refused before the ban, or by another principal's limit, counts nothing. To ban on
     ///   an outcome (failed sign-ins), count the outcome with a limit
-    ///   (`Rule::count_when` in `rate-limit-tower`) and put the ban before it: the limit
+    ///   (`Rule::count_when` in `ratekeeper-tower`) and put the ban before it: the limit
     ///   refuses once the failures are over its quota, and each refusal counts towards the
     ///   ban. [`Store::charge`](crate::Store::charge) on a ban's key counts its cost in
     ///   events directly.
@@ -215,7 +215,7 @@ impl Limit {
     /// `within` and `duration` are windows (`limit.window_invalid`, `limit.overflow`).
     ///
     /// ```
-    /// use rate_limit_core::{Chain, Limit, MemoryStore, Principal, Store};
+    /// use ratekeeper_core::{Chain, Limit, MemoryStore, Principal, Store};
     /// use std::time::Duration;
     ///
     /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
@@ -360,13 +360,13 @@ impl Limit {
     /// call per batch of them rather than one per retry-after period.
     ///
     /// ```
-    /// use rate_limit_core::Limit;
+    /// use ratekeeper_core::Limit;
     /// use std::time::Duration;
     ///
     /// let everyone = Limit::fixed_window("everyone", 100_000, Duration::from_secs(1))?
     ///     .leased(100, Duration::from_millis(50))?;
     /// assert_eq!(everyone.lease(), Some((100, Duration::from_millis(50))));
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
     /// ```
     pub fn leased(self, max_slice: u64, lifetime: Duration) -> Result<Self, ConfigError> {
         let invalid = |field, detail: String| {
@@ -422,7 +422,7 @@ impl Limit {
     /// delay reads the exact count; a slice's is approximate).
     ///
     /// ```
-    /// use rate_limit_core::{Delay, Limit};
+    /// use ratekeeper_core::{Delay, Limit};
     /// use std::time::Duration;
     ///
     /// let s = Duration::from_secs;
@@ -430,7 +430,7 @@ impl Limit {
     /// let account = Limit::sliding_log("sign-in-account", 1_000, s(900))?
     ///     .delayed(Delay::doubling(5, s(1), s(8))?)?;
     /// assert_eq!(account.delay().unwrap().after(), 5);
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
     /// ```
     pub fn delayed(self, delay: Delay) -> Result<Self, ConfigError> {
         if delay.after() >= self.quota()

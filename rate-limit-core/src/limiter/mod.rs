@@ -33,7 +33,7 @@
 //! settings comes from [`Limiter::builder`]; clone that one to share it.
 //!
 //! ```
-//! use rate_limit_core::{Answer, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal};
+//! use ratekeeper_core::{Answer, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal};
 //! use std::time::Duration;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -43,7 +43,7 @@
 //! let answer = limiter.check(&chain, FailurePolicy::Open).await;
 //! assert!(matches!(answer, Answer::Store(_)));
 //! assert!(answer.is_allowed());
-//! # Ok::<(), rate_limit_core::ConfigError>(())
+//! # Ok::<(), ratekeeper_core::ConfigError>(())
 //! # }).unwrap();
 //! ```
 

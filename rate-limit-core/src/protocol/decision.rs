@@ -225,7 +225,7 @@ impl Decision {
 /// denial, so the list ends with it; checks after it were not looked at.
 ///
 /// ```
-/// use rate_limit_core::{Chain, Limit, MemoryStore, Outcome, Principal, Store};
+/// use ratekeeper_core::{Chain, Limit, MemoryStore, Outcome, Principal, Store};
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -244,7 +244,7 @@ impl Decision {
 /// assert_eq!((index, why.outcome()), (0, Outcome::Denied));
 /// assert!(why.retry_after().unwrap() <= Duration::from_secs(60));
 /// assert_eq!(second.decisions().len(), 1); // in order: the day limit was not touched
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// # }).unwrap();
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

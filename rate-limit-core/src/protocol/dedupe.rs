@@ -15,8 +15,8 @@ use super::StoreError;
 ///   cap for the TTL times your peak delivery rate if that must not happen.
 ///
 /// ```
-/// use rate_limit_core::MemoryStore;
-/// use rate_limit_core::store::Dedupe;
+/// use ratekeeper_core::MemoryStore;
+/// use ratekeeper_core::store::Dedupe;
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -26,7 +26,7 @@ use super::StoreError;
 /// assert!(!store.first_seen("delivery-1", day).await?);  // a duplicate
 /// store.release("delivery-1").await?;                     // processing failed:
 /// assert!(store.first_seen("delivery-1", day).await?);   // the retry is processed
-/// # Ok::<(), rate_limit_core::StoreError>(())
+/// # Ok::<(), ratekeeper_core::StoreError>(())
 /// # }).unwrap();
 /// ```
 pub trait Dedupe: Send + Sync {

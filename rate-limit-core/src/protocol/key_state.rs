@@ -11,7 +11,7 @@ use super::Decision;
 /// `is_allowed`, since looking admits nothing.
 ///
 /// ```
-/// use rate_limit_core::{Chain, Limit, MemoryStore, Principal, Store};
+/// use ratekeeper_core::{Chain, Limit, MemoryStore, Principal, Store};
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -18,7 +18,7 @@ use crate::protocol::ChainDecision;
 /// it refills).
 ///
 /// ```
-/// use rate_limit_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
+/// use ratekeeper_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -37,7 +37,7 @@ use crate::protocol::ChainDecision;
 /// let answer = limiter.check(&chain, FailurePolicy::Closed).await;
 /// let remaining = answer.decision().unwrap().headline().unwrap().remaining();
 /// assert_eq!(remaining, 4); // only this attempt, still reserved, counts
-/// # Ok::<(), rate_limit_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// # }).unwrap();
 /// ```
 #[derive(Debug, Clone)]

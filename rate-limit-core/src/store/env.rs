@@ -135,7 +135,7 @@ fn needs(var: &str, feature: &str) -> ConfigError {
         ConfigErrorKind::StoreInvalid,
         var.to_owned(),
         format!(
-            "{var} names a store this build cannot reach: turn on rate-limit-core's feature `{feature}`"
+            "{var} names a store this build cannot reach: turn on ratekeeper-core's feature `{feature}`"
         ),
     )
 }
@@ -196,9 +196,9 @@ impl AnyStore {
     /// ```
     /// // With none of the variables set, process memory.
     /// # // (the doctest's environment sets none of them)
-    /// let store = rate_limit_core::AnyStore::from_env()?;
+    /// let store = ratekeeper_core::AnyStore::from_env()?;
     /// # let _ = store;
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
     /// ```
     pub fn from_env() -> Result<Self, ConfigError> {
         StoreEnv::from_env()?.build()

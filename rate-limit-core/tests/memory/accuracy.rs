@@ -4,14 +4,14 @@
 //! compare the approximate window's decision with what an exact count of the requests it
 //! admitted over the last `w` would have said: an *over-admission* is a request it allowed
 //! that the exact count would have refused; an *under-admission* the reverse. The figures
-//! are printed (`cargo test -p rate-limit-core --test memory accuracy -- --nocapture`) and
+//! are printed (`cargo test -p ratekeeper-core --test memory accuracy -- --nocapture`) and
 //! quoted in ALGORITHMS.md; the assertions hold the guaranteed bounds.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{Chain, Limit, MemoryStore, Principal};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{Chain, Limit, MemoryStore, Principal};
 
 use crate::support::T0;
 

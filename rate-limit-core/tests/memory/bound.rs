@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{Chain, ConfigErrorKind, Limit, MemoryStore, Principal, Store};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{Chain, ConfigErrorKind, Limit, MemoryStore, Principal, Store};
 
 use crate::support::T0;
 

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{Chain, ChainMode, Limit, Outcome, Principal, Store};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{Chain, ChainMode, Limit, Outcome, Principal, Store};
 
 use crate::support::{T0, every_algorithm, store};
 
@@ -125,7 +125,7 @@ async fn post_hoc_charge_overdraws_and_later_checks_wait_for_the_debt() {
             .is_allowed()
     );
     let charged = store
-        .charge(&rate_limit_core::Check::new(key.clone(), 2_500))
+        .charge(&ratekeeper_core::Check::new(key.clone(), 2_500))
         .await
         .unwrap();
     assert!(!charged.is_allowed());

@@ -3,8 +3,8 @@
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{Chain, MemoryStore, Principal, Store};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{Chain, MemoryStore, Principal, Store};
 
 use crate::support::{T0, every_algorithm, store};
 

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{Chain, Delay, Limit, MemoryStore, Principal, Store};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{Chain, Delay, Limit, MemoryStore, Principal, Store};
 
 use crate::support::{T0, every_algorithm};
 
-fn check(store: &MemoryStore, limit: &Limit, who: &str) -> rate_limit_core::Decision {
+fn check(store: &MemoryStore, limit: &Limit, who: &str) -> ratekeeper_core::Decision {
     let d = store.check_now(&Chain::new().check(limit, Principal::user(who)));
     d.decisions()[0]
 }

@@ -6,7 +6,7 @@
 //! input. CI runs proptest's default case count; `scripts/fuzz.sh` runs millions.
 
 use proptest::prelude::*;
-use rate_limit_core::{HashKey, Principal, PrincipalKind};
+use ratekeeper_core::{HashKey, Principal, PrincipalKind};
 
 fn kind() -> impl Strategy<Value = PrincipalKind> {
     prop_oneof![

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{Chain, Limit, Principal, PrincipalKind, Store};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{Chain, Limit, Principal, PrincipalKind, Store};
 
 use crate::support::{T0, store};
 

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{Limit, MemoryStore};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{Limit, MemoryStore};
 
 /// A start on a day boundary far from zero, like a real epoch time.
 pub(crate) const T0: u64 = 1_799_971_200_000_000;

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use http::request::Parts;
 use http::{Extensions, HeaderName};
 use ipnet::IpNet;
-use rate_limit_core::net::IpBlock;
-use rate_limit_core::{ConfigError, ConfigErrorKind, Principal};
+use ratekeeper_core::net::IpBlock;
+use ratekeeper_core::{ConfigError, ConfigErrorKind, Principal};
 
 use super::forwarded::{self, Walk, canonical};
 use super::{KeyExtractor, Rejection};
@@ -40,7 +40,7 @@ pub enum ForwardedSource {
 /// developer trying the route sees it without a log subscriber) and, once, in the log.
 const PEER_MISSING: &str = "rate limiting by client IP found no peer address in the request. \
     With axum, serve with into_make_service_with_connect_info::<SocketAddr>() and use \
-    rate_limit_axum::client_ip() (or ClientIp::new() with rate-limit-tower's feature `axum`: \
+    ratekeeper_axum::client_ip() (or ClientIp::new() with ratekeeper-tower's feature `axum`: \
     both read ConnectInfo<SocketAddr>). With hyper or tower, insert the connection's \
     SocketAddr as a request extension (or set ClientIp::peer_source).";
 
@@ -71,13 +71,13 @@ type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
 ///  - IPv4-mapped IPv6 counts as IPv4. IPv6 is grouped by prefix, /64 by default.
 ///
 ///  The peer comes from a `SocketAddr` (or `IpAddr`) request extension, from axum's
-///  `ConnectInfo<SocketAddr>` (feature `axum`, which rate-limit-axum turns on: serve with
+///  `ConnectInfo<SocketAddr>` (feature `axum`, which ratekeeper-axum turns on: serve with
 ///  `into_make_service_with_connect_info::<SocketAddr>()`), or from a
 ///  [`peer_source`](ClientIp::peer_source) of your own. A route that needs the IP but has
 ///  no peer is a setup error: 500, logged once.
 ///
 /// ```
-/// use rate_limit_tower::extract::{ClientIp, ForwardedSource};
+/// use ratekeeper_tower::extract::{ClientIp, ForwardedSource};
 ///
 /// let behind_nginx = ClientIp::new()
 ///     .trusted_proxies(["10.0.0.0/8".parse().unwrap()])
@@ -122,7 +122,7 @@ fn default_peer(ext: &Extensions) -> Option<IpAddr> {
         .or_else(|| connect_info(ext))
 }
 
-/// axum's `ConnectInfo<SocketAddr>` (feature `axum`, which rate-limit-axum turns on).
+/// axum's `ConnectInfo<SocketAddr>` (feature `axum`, which ratekeeper-axum turns on).
 #[cfg(feature = "axum")]
 fn connect_info(ext: &Extensions) -> Option<IpAddr> {
     ext.get::<axum::extract::ConnectInfo<SocketAddr>>()
@@ -178,13 +178,13 @@ impl ClientIp {
     /// entry's position, for anything else.
     ///
     /// ```
-    /// use rate_limit_tower::extract::ClientIp;
+    /// use ratekeeper_tower::extract::ClientIp;
     ///
     /// let ip = ClientIp::new().trusted_proxies_parse(&["10.0.0.0/8", "::1"])?;
     /// # let _ = ip;
     /// let err = ClientIp::new().trusted_proxies_parse(&["10.0.0.0/33"]).unwrap_err();
     /// assert_eq!(err.code(), "ip.proxy_invalid");
-    /// # Ok::<(), rate_limit_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
     /// ```
     pub fn trusted_proxies_parse<S: AsRef<str>>(
         mut self,

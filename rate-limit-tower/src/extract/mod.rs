@@ -21,8 +21,8 @@
 //! HMAC under your [`HashKey`], which a dictionary cannot reverse.
 //!
 //! ```
-//! use rate_limit_core::{HashKey, PrincipalKind};
-//! use rate_limit_tower::extract::{Bearer, HeaderKey, KeyExtractor};
+//! use ratekeeper_core::{HashKey, PrincipalKind};
+//! use ratekeeper_tower::extract::{Bearer, HeaderKey, KeyExtractor};
 //!
 //! let api_key = HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
 //! let req = http::Request::builder().header("x-api-key", "sk_live_123").body(()).unwrap();
@@ -34,7 +34,7 @@
 //! let key = HashKey::new(std::env::var("RATE_LIMIT_HASH_KEY").unwrap_or("k".repeat(32)))?;
 //! let user = Bearer::new().keyed(key);
 //! # let _ = user;
-//! # Ok::<(), rate_limit_core::ConfigError>(())
+//! # Ok::<(), ratekeeper_core::ConfigError>(())
 //! ```
 
 use std::fmt;
@@ -43,7 +43,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 use http::{HeaderName, HeaderValue};
-use rate_limit_core::{HashKey, Principal, PrincipalKind};
+use ratekeeper_core::{HashKey, Principal, PrincipalKind};
 
 mod forwarded;
 mod ip;
@@ -358,8 +358,8 @@ impl Bearer {
     /// kind of your own. Keys, metrics and the admin page show it.
     ///
     /// ```
-    /// use rate_limit_core::PrincipalKind;
-    /// use rate_limit_tower::extract::Bearer;
+    /// use ratekeeper_core::PrincipalKind;
+    /// use ratekeeper_tower::extract::Bearer;
     ///
     /// let api_keys = Bearer::new().kind(PrincipalKind::ApiKey);
     /// # let _ = api_keys;

@@ -24,7 +24,7 @@
 //! The values are rendered by hand into a per-thread arena (no allocation of their own:
 //! each value is a slice of a shared 4 KiB buffer), not through `sfv`'s serializer or the `headers` crate's typed headers: every
 //! response carries them, and through `sfv` each value was serialized and allocated on its
-//! own. Measured in process under callgrind (`cargo bench -p rate-limit-examples --bench
+//! own. Measured in process under callgrind (`cargo bench -p ratekeeper-examples --bench
 //! layer`, BENCHMARKS.md): the rewrite was a part of taking the layer from 17 400 to
 //! 10 781 instructions per allowed request over bare axum. The output is checked against
 //! `sfv`'s parser in this module's tests (parse → render → parse), so the grammar is
@@ -38,7 +38,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use http::header::{ACCESS_CONTROL_EXPOSE_HEADERS, RETRY_AFTER, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue};
-use rate_limit_core::{ChainDecision, Decision, Outcome};
+use ratekeeper_core::{ChainDecision, Decision, Outcome};
 use smallvec::SmallVec;
 
 /// `RateLimit-Limit`: the headline limit's quota.
@@ -58,7 +58,7 @@ pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// to `CorsLayer::expose_headers`:
 ///
 /// ```
-/// let exposed = rate_limit_tower::EXPOSED_HEADERS;
+/// let exposed = ratekeeper_tower::EXPOSED_HEADERS;
 /// assert!(exposed.iter().any(|h| h == "retry-after"));
 /// ```
 pub const EXPOSED_HEADERS: [HeaderName; 6] = [
@@ -245,7 +245,7 @@ impl RateLimitInfo {
     }
 
     /// How long the request was held before it was answered (a limit made with
-    /// [`Limit::delayed`](rate_limit_core::Limit::delayed)); zero if it was not. Sent as
+    /// [`Limit::delayed`](ratekeeper_core::Limit::delayed)); zero if it was not. Sent as
     /// `Server-Timing: rate-limit-hold;dur=<ms>`.
     pub fn held(&self) -> std::time::Duration {
         self.held

@@ -1,7 +1,7 @@
 //! Header rendering: each family, against a reference parser.
 
 use super::*;
-use rate_limit_core::{ChainDecision, Decision};
+use ratekeeper_core::{ChainDecision, Decision};
 
 fn status(name: &str, remaining: u64, reset_us: u64, denied: bool) -> LimitStatus {
     let d = if denied {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use metrics::{Gauge, Key, Label};
-use rate_limit_core::{AnyStore, Limit, StoreError};
+use ratekeeper_core::{AnyStore, Limit, StoreError};
 
 use super::series::Series;
 
@@ -20,11 +20,11 @@ use super::series::Series;
 /// it was and logs `rate_limit.bans_unsampled` once per episode.
 ///
 /// ```no_run
-/// use rate_limit_tower::metrics::BansActive;
-/// use rate_limit_tower::{Limit, Limiter, MemoryStore};
+/// use ratekeeper_tower::metrics::BansActive;
+/// use ratekeeper_tower::{Limit, Limiter, MemoryStore};
 /// use std::time::Duration;
 ///
-/// # async fn run() -> Result<(), rate_limit_tower::ConfigError> {
+/// # async fn run() -> Result<(), ratekeeper_tower::ConfigError> {
 /// let limiter = Limiter::new(MemoryStore::new());
 /// let ban = Limit::ban("login-ban", 20, Duration::from_secs(900), Duration::from_secs(3_600))?;
 /// tokio::spawn(BansActive::new(limiter.store(), [ban]).run(Duration::from_secs(30)));

@@ -1,9 +1,9 @@
 //! Allowed and refused answers, headers, styles, shadow mode, two layers.
 
 use http::StatusCode;
-use rate_limit_core::{ChainMode, Outcome};
-use rate_limit_tower::extract::Global;
-use rate_limit_tower::{Answering, HeaderStyle, RateLimitLayer, Rule};
+use ratekeeper_core::{ChainMode, Outcome};
+use ratekeeper_tower::extract::Global;
+use ratekeeper_tower::{Answering, HeaderStyle, RateLimitLayer, Rule};
 use tower::Layer;
 
 use crate::support::*;
@@ -290,7 +290,7 @@ async fn costs_weigh_requests() {
 fn public_types_are_send_and_sync() {
     assert_send_sync::<RateLimitLayer>();
     assert_send_sync::<LayeredApp>();
-    assert_send_sync::<rate_limit_tower::RateLimitInfo>();
+    assert_send_sync::<ratekeeper_tower::RateLimitInfo>();
     let (layer, _) = fresh();
     let mut svc = app(&layer.rule(Rule::new(minute("x", 1), Global)));
     let fut = tower::Service::call(&mut svc, from("1.2.3.4:5").body(empty()).unwrap());

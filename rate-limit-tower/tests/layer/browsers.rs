@@ -1,8 +1,8 @@
 //! Browsers, exempt paths, preflights and CORS exposure.
 
 use http::{Method, StatusCode};
-use rate_limit_tower::extract::Global;
-use rate_limit_tower::{Answering, Rule};
+use ratekeeper_tower::extract::Global;
+use ratekeeper_tower::{Answering, Rule};
 
 use crate::support::*;
 
@@ -112,7 +112,7 @@ async fn requests_with_origin_get_the_headers_exposed() {
         let r = send(svc.clone(), with_origin()).await;
         assert_eq!(r.status, status);
         let exposed = r.header("access-control-expose-headers").unwrap();
-        for name in rate_limit_tower::EXPOSED_HEADERS {
+        for name in ratekeeper_tower::EXPOSED_HEADERS {
             assert!(exposed.contains(name.as_str()), "{name} in {exposed}");
         }
         assert_eq!(r.header("vary"), Some("origin"));

@@ -1,8 +1,8 @@
 //! Many clones of one service, used at once on a multi-thread runtime, admit exactly the limit.
 
 use http::StatusCode;
-use rate_limit_tower::Rule;
-use rate_limit_tower::extract::Global;
+use ratekeeper_tower::Rule;
+use ratekeeper_tower::extract::Global;
 
 use crate::support::*;
 

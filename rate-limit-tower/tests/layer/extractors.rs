@@ -1,9 +1,9 @@
 //! Principals from requests, and every way a request can fail to name one.
 
 use http::{HeaderValue, Request, StatusCode};
-use rate_limit_core::{Principal, PrincipalKind};
-use rate_limit_tower::Rule;
-use rate_limit_tower::extract::{
+use ratekeeper_core::{Principal, PrincipalKind};
+use ratekeeper_tower::Rule;
+use ratekeeper_tower::extract::{
     Bearer, ClientIp, ExtensionKey, KeyExtractorExt, Rejection, key_fn,
 };
 
@@ -73,7 +73,7 @@ async fn a_missing_bearer_is_401_with_a_challenge() {
 /// A bearer token names the kind it is given (an API key here), hashed either way.
 #[test]
 fn a_bearer_names_its_kind() {
-    use rate_limit_tower::extract::KeyExtractor;
+    use ratekeeper_tower::extract::KeyExtractor;
     let (parts, ()) = Request::get("/")
         .header("authorization", "Bearer sk-live-123")
         .body(())
@@ -162,7 +162,7 @@ async fn no_peer_where_the_ip_is_needed_is_the_operators_500() {
     assert!(r.body.contains("server.peer_missing"));
     // It says exactly what to use, for axum and for plain hyper/tower.
     assert!(
-        r.body.contains("rate_limit_axum::client_ip()"),
+        r.body.contains("ratekeeper_axum::client_ip()"),
         "{}",
         r.body
     );

@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use http::StatusCode;
-use rate_limit_core::store::{BoxStore, StoreErrorKind};
-use rate_limit_core::testing::{FaultyStore, Mode};
-use rate_limit_core::{AnyStore, FailurePolicy, Limiter};
-use rate_limit_tower::extract::Global;
-use rate_limit_tower::{RateLimitLayer, Rule};
+use ratekeeper_core::store::{BoxStore, StoreErrorKind};
+use ratekeeper_core::testing::{FaultyStore, Mode};
+use ratekeeper_core::{AnyStore, FailurePolicy, Limiter};
+use ratekeeper_tower::extract::Global;
+use ratekeeper_tower::{RateLimitLayer, Rule};
 use tokio::time::Instant;
 
 use crate::support::*;

@@ -2,9 +2,9 @@
 //! never with the address.
 
 use http::{Request, StatusCode};
-use rate_limit_core::testing::LogCapture;
-use rate_limit_tower::Rule;
-use rate_limit_tower::extract::ClientIp;
+use ratekeeper_core::testing::LogCapture;
+use ratekeeper_tower::Rule;
+use ratekeeper_tower::extract::ClientIp;
 
 use crate::support::*;
 

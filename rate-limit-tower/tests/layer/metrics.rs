@@ -1,4 +1,4 @@
-//! Feature `metrics`: the table of `rate_limit_tower::metrics`, series by series, and its
+//! Feature `metrics`: the table of `ratekeeper_tower::metrics`, series by series, and its
 //! labels bounded whatever the number of principals.
 
 use std::collections::{BTreeSet, HashMap};
@@ -6,12 +6,12 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use rate_limit_core::store::{BoxStore, StoreErrorKind};
-use rate_limit_core::testing::{FaultyStore, Mode};
-use rate_limit_core::{AnyStore, Delay, FailurePolicy, InFlight, Limit, Limiter, PrincipalKind};
-use rate_limit_tower::access::{Access, List};
-use rate_limit_tower::extract::{ClientIp, Global, HeaderKey};
-use rate_limit_tower::{Answering, BanAnswer, InFlightRule, RateLimitLayer, Rule};
+use ratekeeper_core::store::{BoxStore, StoreErrorKind};
+use ratekeeper_core::testing::{FaultyStore, Mode};
+use ratekeeper_core::{AnyStore, Delay, FailurePolicy, InFlight, Limit, Limiter, PrincipalKind};
+use ratekeeper_tower::access::{Access, List};
+use ratekeeper_tower::extract::{ClientIp, Global, HeaderKey};
+use ratekeeper_tower::{Answering, BanAnswer, InFlightRule, RateLimitLayer, Rule};
 
 use tower::ServiceExt;
 

@@ -7,10 +7,10 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
-use rate_limit_core::store::BoxStore;
-use rate_limit_core::testing::FaultyStore;
-use rate_limit_tower::extract::Global;
-use rate_limit_tower::{RateLimit, ResponseBody, Rule};
+use ratekeeper_core::store::BoxStore;
+use ratekeeper_core::testing::FaultyStore;
+use ratekeeper_tower::extract::Global;
+use ratekeeper_tower::{RateLimit, ResponseBody, Rule};
 use tower::Service;
 use tower_test::mock;
 
@@ -27,7 +27,7 @@ fn ready(svc: &mut RateLimit<Mock>) -> bool {
 async fn poll_ready_forwards_backpressure_and_the_ready_service_serves_the_call() {
     let (inner, mut handle) = mock::pair::<Request<Body>, Response<ResponseBody<Body>>>();
     // A store that answers only asynchronously: the call goes through the waiting path.
-    let layer = RateLimit::<Mock>::layer(rate_limit_core::Limiter::new(BoxStore::new(
+    let layer = RateLimit::<Mock>::layer(ratekeeper_core::Limiter::new(BoxStore::new(
         FaultyStore::new(),
     )))
     .rule(Rule::new(minute("mock", 1), Global));

@@ -1,8 +1,8 @@
 //! Client IPs cannot be forged: only trusted proxies are believed, and only their hops.
 
 use http::StatusCode;
-use rate_limit_tower::Rule;
-use rate_limit_tower::extract::{ClientIp, ForwardedSource};
+use ratekeeper_tower::Rule;
+use ratekeeper_tower::extract::{ClientIp, ForwardedSource};
 
 use crate::support::*;
 

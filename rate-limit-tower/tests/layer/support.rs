@@ -5,9 +5,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use rate_limit_core::clock::FakeClock;
-use rate_limit_core::{AnyStore, Limit, Limiter, MemoryStore};
-use rate_limit_tower::{RateLimit, RateLimitInfo, RateLimitLayer};
+use ratekeeper_core::clock::FakeClock;
+use ratekeeper_core::{AnyStore, Limit, Limiter, MemoryStore};
+use ratekeeper_tower::{RateLimit, RateLimitInfo, RateLimitLayer};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 /// A start on a day boundary far from zero, like a real epoch time.
@@ -17,7 +17,7 @@ pub(crate) type Body = Full<Bytes>;
 
 /// The handler's response body: a boxed body, one the layer answers in ([`LimitBody`]).
 ///
-/// [`LimitBody`]: rate_limit_tower::LimitBody
+/// [`LimitBody`]: ratekeeper_tower::LimitBody
 pub(crate) type ResBody = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
 
 pub(crate) type LayeredApp = RateLimit<
@@ -104,9 +104,9 @@ pub(crate) fn assert_send_sync<T: Send + Sync>() {}
 pub(crate) fn assert_send<T: Send>(_: &T) {}
 
 /// `x-participant-id` as a participant.
-pub(crate) fn participant() -> rate_limit_tower::extract::HeaderKey {
-    rate_limit_tower::extract::HeaderKey::new(
+pub(crate) fn participant() -> ratekeeper_tower::extract::HeaderKey {
+    ratekeeper_tower::extract::HeaderKey::new(
         "x-participant-id".parse().unwrap(),
-        rate_limit_core::PrincipalKind::Participant,
+        ratekeeper_core::PrincipalKind::Participant,
     )
 }

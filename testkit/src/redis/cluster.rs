@@ -131,9 +131,9 @@ impl RedisCluster {
     }
 
     /// A store counting in this Cluster.
-    pub fn store(&self) -> rate_limit_core::AnyStore {
-        rate_limit_core::AnyStore::Redis(
-            rate_limit_core::RedisStore::cluster_builder(self.urls())
+    pub fn store(&self) -> ratekeeper_core::AnyStore {
+        ratekeeper_core::AnyStore::Redis(
+            ratekeeper_core::RedisStore::cluster_builder(self.urls())
                 .build()
                 .expect("valid URLs"),
         )

@@ -65,7 +65,7 @@ const DEFAULT_SWEEP: Duration = Duration::from_secs(60);
 ///
 ///
 /// ```
-/// use rate_limit_core::{Chain, Limit, MemoryStore, Principal, Store};
+/// use ratekeeper_core::{Chain, Limit, MemoryStore, Principal, Store};
 /// use std::time::Duration;
 ///
 /// # tokio_test_block_on(async {
