@@ -6,11 +6,13 @@ pub mod bench_server;
 pub mod edge_fallback;
 pub mod food_api;
 pub mod grpc_demo;
+mod main_helper;
 pub mod platform;
 pub mod quiz_night;
 pub mod simulate;
 /// Where an example counts, from the environment: the library's own
 /// ([`AnyStore::from_env`]).
+pub use main_helper::Binary;
 pub use ratekeeper_core::store::StoreEnv;
 
 use ratekeeper_core::store::{Verified, VerifyError};
