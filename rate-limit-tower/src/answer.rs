@@ -64,6 +64,10 @@ pub(crate) struct Ctx {
 /// // A Location must be a valid header value: a stable error code, not a panic.
 /// let err = Answering::new().redirect_browsers("/bad\npage").unwrap_err();
 /// assert_eq!(err.code(), "answer.redirect_invalid");
+/// // The wait goes in the query, where the page's exemption does not see it.
+/// assert!(Answering::new().redirect_browsers("/slow-down?wait={retry_after}").is_ok());
+/// let err = Answering::new().redirect_browsers("/slow-{retry_after}").unwrap_err();
+/// assert_eq!(err.code(), "answer.redirect_invalid");
 /// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
 #[derive(Clone)]
@@ -149,8 +153,17 @@ impl Answering {
                 "the page must be a valid Location header value (visible ASCII)",
             )
         })?;
+        let page = path.split(['?', '#']).next().unwrap_or(path);
+        if page.contains(crate::response::WAIT_PLACEHOLDER) {
+            // The page is exempt by its path: a wait in the path would make each its own.
+            return Err(ConfigError::new(
+                ConfigErrorKind::RedirectInvalid,
+                "redirect_browsers",
+                "{retry_after} goes in the query (`/page?wait={retry_after}`), not the path",
+            ));
+        }
         self.redirect = Some(RedirectResponder::new(location));
-        self.redirect_path = Some(path.split(['?', '#']).next().unwrap_or(path).to_owned());
+        self.redirect_path = Some(page.to_owned());
         Ok(self)
     }
 
