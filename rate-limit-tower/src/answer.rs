@@ -47,6 +47,21 @@ pub(crate) struct Ctx {
     pub(crate) grpc: bool,
 }
 
+impl Ctx {
+    /// What a request with these headers needs of its response; `redirects`: whether
+    /// refusals send browsers to a page (else `Accept` is not read).
+    #[inline]
+    pub(crate) fn of(headers: &HeaderMap, redirects: bool, record: bool) -> Self {
+        let grpc = grpc::is_grpc(headers);
+        Self {
+            wants_html: !grpc && redirects && accepts_html(headers),
+            origin: headers.contains_key(ORIGIN),
+            record,
+            grpc,
+        }
+    }
+}
+
 /// How refusals and headers are written: header style, the 429 body, shadow mode, and
 /// the page browsers are sent to.
 ///
@@ -234,14 +249,7 @@ impl Answering {
     /// 401, CORS exposure for a request with `Origin`, and the refusal's [`RateLimitInfo`]
     /// in the extensions.
     pub fn respond(&self, refusal: Refusal, request: &HeaderMap) -> Response<Bytes> {
-        let grpc = grpc::is_grpc(request);
-        let ctx = Ctx {
-            wants_html: !grpc && self.redirect.is_some() && accepts_html(request),
-            origin: request.contains_key(ORIGIN),
-            record: true,
-            grpc,
-        };
-        self.render(refusal, ctx)
+        self.render(refusal, Ctx::of(request, self.redirect.is_some(), true))
     }
 
     /// The response to `refusal` (see [`respond`](Self::respond)).

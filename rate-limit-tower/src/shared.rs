@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use http::header::{ACCESS_CONTROL_REQUEST_METHOD, ORIGIN};
+use http::header::ACCESS_CONTROL_REQUEST_METHOD;
 use http::{HeaderMap, Method, Response};
 use ratekeeper_core::limiter::{Holding, Reservation, SlotKey};
 use ratekeeper_core::{Answer, AnyStore, Chain, ChainMode, Check, FailurePolicy, Limiter};
 
 use crate::access::Listed;
-use crate::answer::{Answering, Ctx, Verdict, accepts_html};
+use crate::answer::{Answering, Ctx, Verdict};
 use crate::headers::{self, RateLimitInfo, Record};
 use crate::meters::Meters;
 use crate::refusal::Refusal;
@@ -71,13 +71,8 @@ impl Shared {
     /// What the response to a request with these headers needs to know of it.
     #[inline]
     pub(crate) fn ctx(&self, headers: &HeaderMap) -> Ctx {
-        let grpc = crate::grpc::is_grpc(headers);
-        Ctx {
-            wants_html: !grpc && self.answering.redirect.is_some() && accepts_html(headers),
-            origin: headers.contains_key(ORIGIN),
-            record: self.info_extension || crate::nesting::under_another_layer(),
-            grpc,
-        }
+        let record = self.info_extension || crate::nesting::under_another_layer();
+        Ctx::of(headers, self.answering.redirect.is_some(), record)
     }
 
     /// What a request's head asks of the store: the access lists, then each rule's
