@@ -4,4 +4,4 @@
 # Prints the rate and the server's RSS before and after; exits 1 if a limit was reset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FLOOD_KEYS="${1:-2100000}" cargo bench -p ratekeeper-examples --bench key_flood
+FLOOD_KEYS="${1:-2100000}" cargo bench -p ratekeeper-benches --bench key_flood

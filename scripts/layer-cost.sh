@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-20000}
-cargo bench -p ratekeeper-examples --bench layer --no-run >/dev/null 2>&1
+cargo bench -p ratekeeper-benches --bench layer --no-run >/dev/null 2>&1
 BIN=$(ls -t target/release/deps/layer-* | grep -v '\.d$' | head -1)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -3,4 +3,4 @@
 # (not in CI). Prints each pile-up's figures and the server's RSS; exits 1 without a plateau.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo bench -p ratekeeper-examples --bench pileups
+cargo bench -p ratekeeper-benches --bench pileups

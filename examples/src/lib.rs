@@ -5,7 +5,6 @@ pub mod ask_ai;
 pub mod bench_server;
 pub mod edge_fallback;
 pub mod food_api;
-pub mod grpc_demo;
 mod main_helper;
 pub mod platform;
 pub mod quiz_night;

@@ -7,7 +7,6 @@ mod admin;
 mod admin_gate;
 mod admin_page;
 mod admin_spray;
-mod grpc;
 
 use std::time::Duration;
 

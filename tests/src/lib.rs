@@ -1,5 +1,7 @@
 //! Shared support for the end-to-end tests: servers on real TCP listeners and clients.
 
+pub mod refusals;
+
 /// The `redis-server` harness (shared with the benches).
 pub use ratekeeper_testkit::redis;
 pub use ratekeeper_testkit::{rss_kib, tls};
@@ -81,28 +83,13 @@ pub fn client() -> reqwest::Client {
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
-/// The guides' Rust blocks (`docs/*.md`, linked from the README), compiled and run the
-/// same way.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/using.md")]
-pub struct UsingGuideDoctests;
-
-/// See [`UsingGuideDoctests`].
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/operating.md")]
-pub struct OperatingGuideDoctests;
-
-/// See [`UsingGuideDoctests`].
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/grpc.md")]
-pub struct GrpcGuideDoctests;
-
-/// See [`UsingGuideDoctests`].
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/redis.md")]
-pub struct RedisGuideDoctests;
-
-/// See [`UsingGuideDoctests`].
+/// The repository's guides to the examples (`docs/examples.md`, `docs/quiz-night.md`),
+/// compiled and run the same way; the crates' guides are doctested in their own crates.
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/examples.md")]
 pub struct ExamplesGuideDoctests;
+
+/// See [`ExamplesGuideDoctests`].
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/quiz-night.md")]
+pub struct QuizNightGuideDoctests;

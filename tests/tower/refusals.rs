@@ -1,93 +1,13 @@
 //! Every answer the layer makes itself, from one typed refusal through one responder: each
 //! status (400, 401, 403, 429, 503, a held line's 429) as problem+json with the problem
-//! responder, and as its gRPC status with a real tonic client, over TCP.
+//! responder, over TCP (as gRPC statuses for a real tonic client: the gRPC tests'
+//! package).
 
-use std::time::Duration;
-
-use axum::Router;
-use axum::routing::get;
-use http::uri::PathAndQuery;
-use ratekeeper_core::{Delay, FailurePolicy, Limit, Limiter, PrincipalKind};
-use ratekeeper_tests::{Server, client, connect_info_peer};
-use ratekeeper_tower::access::{Access, List};
-use ratekeeper_tower::extract::{Bearer, ClientIp, HeaderKey};
+use ratekeeper_tests::refusals::{CASES, app};
+use ratekeeper_tests::{Server, client};
 use ratekeeper_tower::{
-    Answering, BanAnswer, PROBLEM_TYPES, ProblemResponder, QUOTA_EXCEEDED, RateLimitLayer, Rule,
-    TEMPORARY_REDUCED_CAPACITY,
+    Answering, PROBLEM_TYPES, ProblemResponder, QUOTA_EXCEEDED, TEMPORARY_REDUCED_CAPACITY,
 };
-use tonic::Code;
-use tonic_types::StatusExt;
-
-const MINUTE: Duration = Duration::from_secs(60);
-
-/// One route per kind of refusal, each with a layer of its own, all answering `answering`.
-fn app(answering: &Answering) -> Router {
-    let ip = || ClientIp::new().peer_source(connect_info_peer);
-    let key = || HeaderKey::new("x-key".parse().unwrap(), PrincipalKind::User);
-    let layer = || RateLimitLayer::in_memory().answering(answering.clone());
-    let ok = || get(|| async { "ok" }).post(|| async { "ok" });
-    let limited = layer().rule(Rule::new(
-        Limit::fixed_window("one", 1, MINUTE).unwrap(),
-        key(),
-    ));
-    let denied = layer()
-        .rule(Rule::new(
-            Limit::fixed_window("d", 9, MINUTE).unwrap(),
-            key(),
-        ))
-        .access(Access::new(ip()).deny(List::parse(&["127.0.0.0/8"]).unwrap()));
-    let auth = layer().rule(Rule::new(
-        Limit::fixed_window("b", 9, MINUTE).unwrap(),
-        Bearer::new(),
-    ));
-    // One refusal within a minute bans the address for a minute, answered 403.
-    let banned = layer()
-        .rule(
-            Rule::new(Limit::ban("ban", 1, MINUTE, MINUTE).unwrap(), ip())
-                .ban_answer(BanAnswer::Forbidden),
-        )
-        .rule(Rule::new(
-            Limit::fixed_window("once", 1, MINUTE).unwrap(),
-            ip(),
-        ));
-    let down = RateLimitLayer::new(Limiter::new(ratekeeper_tests::redis::down_store()))
-        .answering(answering.clone())
-        .rule(
-            Rule::new(Limit::fixed_window("r", 9, MINUTE).unwrap(), key())
-                .on_store_error(FailurePolicy::Closed),
-        );
-    // Held from the second request; no room to hold anyone.
-    let delayed = Limit::sliding_log("held", 100, MINUTE)
-        .unwrap()
-        .delayed(Delay::doubling(1, Duration::from_secs(1), Duration::from_secs(8)).unwrap())
-        .unwrap();
-    let held = layer().rule(Rule::new(delayed, key())).max_held(0);
-    Router::new()
-        .route("/limited", ok().route_layer(limited))
-        .route(
-            "/missing",
-            ok().route_layer(layer().rule(Rule::new(
-                Limit::fixed_window("m", 9, MINUTE).unwrap(),
-                key(),
-            ))),
-        )
-        .route("/auth", ok().route_layer(auth))
-        .route("/denied", ok().route_layer(denied))
-        .route("/banned", ok().route_layer(banned))
-        .route("/down", ok().route_layer(down))
-        .route("/held", ok().route_layer(held))
-}
-
-/// How each route is refused: (path, requests before the refusal, status, code).
-const CASES: [(&str, usize, u16, &str); 7] = [
-    ("/missing", 0, 400, "principal.missing"),
-    ("/auth", 0, 401, "principal.missing"),
-    ("/denied", 0, 403, "access.denied"),
-    ("/limited", 1, 429, "limit.exceeded"),
-    ("/held", 1, 429, "delay.line_full"),
-    ("/banned", 2, 403, "ban.active"),
-    ("/down", 0, 503, "store.unavailable"),
-];
 
 /// Each case's refusal over HTTP: `before` requests first, then the one refused.
 async fn refused(server: &Server, (path, before): (&str, usize)) -> reqwest::Response {
@@ -142,50 +62,6 @@ async fn every_refusal_is_problem_details_with_the_problem_responder() {
             assert_eq!(body["code"], code, "{path}: {body}");
         }
         assert_eq!(body.get("retry-after").is_some(), waits, "{path}: {body}");
-    }
-}
-
-#[tokio::test]
-async fn every_refusal_is_its_grpc_status_for_a_real_grpc_client() {
-    let server = Server::start(app(&Answering::new())).await.unwrap();
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.addr()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut grpc = tonic::client::Grpc::new(channel);
-    for (path, before, status, code) in CASES {
-        let mut call = async || {
-            let mut req = tonic::Request::new(());
-            if path != "/missing" {
-                req.metadata_mut().insert("x-key", "k".parse().unwrap());
-            }
-            grpc.ready().await.unwrap();
-            let codec = tonic_prost::ProstCodec::<(), ()>::default();
-            let path = PathAndQuery::try_from(path).unwrap();
-            grpc.unary(req, path, codec).await
-        };
-        for _ in 0..before {
-            // Admitted: the handler's plain "ok" is no gRPC message, whatever tonic makes of it.
-            let _ = call().await;
-        }
-        let refused = call().await.unwrap_err();
-        let want = match status {
-            400 => Code::InvalidArgument,
-            401 => Code::Unauthenticated,
-            403 => Code::PermissionDenied,
-            429 => Code::ResourceExhausted,
-            _ => Code::Unavailable,
-        };
-        assert_eq!(refused.code(), want, "{path}: {refused:?}");
-        assert!(
-            refused.message().ends_with(&format!("({code})")),
-            "{path}: {refused:?}"
-        );
-        let waits = matches!(status, 429 | 503);
-        assert_eq!(refused.get_details_retry_info().is_some(), waits, "{path}");
-        let pushback = refused.metadata().get("grpc-retry-pushback-ms");
-        assert_eq!(pushback.is_some(), waits, "{path}");
     }
 }
 

@@ -24,7 +24,7 @@
 //! The values are rendered by hand into a per-thread arena (no allocation of their own:
 //! each value is a slice of a shared 4 KiB buffer), not through `sfv`'s serializer or the `headers` crate's typed headers: every
 //! response carries them, and through `sfv` each value was serialized and allocated on its
-//! own. Measured in process under callgrind (`cargo bench -p ratekeeper-examples --bench
+//! own. Measured in process under callgrind (`cargo bench -p ratekeeper-benches --bench
 //! layer`, BENCHMARKS.md): the rewrite was a part of taking the layer from 17 400 to
 //! 10 781 instructions per allowed request over bare axum. The output is checked against
 //! `sfv`'s parser in this module's tests (parse → render → parse), so the grammar is

@@ -1,6 +1,6 @@
 //! ns per check: the memory store against governor's keyed limiter, in one run.
 //!
-//! `cargo bench -p ratekeeper-core --bench check`
+//! `cargo bench -p ratekeeper-benches --bench check`
 //!
 //! Both sides check 24-byte string principals chosen pseudo-randomly among N live keys
 //! (10k, 100k, 1M), on one thread and on two, on the allowed path (a quota never reached)

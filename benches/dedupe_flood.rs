@@ -3,7 +3,7 @@
 //! `/healthz` latency, the two phases in one run. Before eviction was amortized O(1), 4
 //! connections of webhooks past the cap took `/healthz` from 0.43 ms to 28 ms (p50).
 //!
-//! `cargo bench -p ratekeeper-examples --bench dedupe_flood`
+//! `cargo bench -p ratekeeper-benches --bench dedupe_flood`
 //!
 //! The server (quiz-night on the memory store, 2 worker threads) and the load share the
 //! machine's two cores. Webhooks come from 4 keep-alive connections, each request with a

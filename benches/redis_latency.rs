@@ -3,7 +3,7 @@
 //! each fraction of it — every millisecond a batch of checks starts, each timed from when
 //! it was due — on the Redis store and, at the same rates, on the memory store.
 //!
-//! `cargo bench -p ratekeeper-examples --bench redis_latency`
+//! `cargo bench -p ratekeeper-benches --bench redis_latency`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! De-duplication on the memory store at any size: new ids per second for the first
 //! 100 000, and again past the 1 000 000-id cap (where every new id evicts the oldest).
-//! Prints the figures and their ratio (goal: ≥ 0.8). `cargo bench -p ratekeeper-core --bench dedupe`
+//! Prints the figures and their ratio (goal: ≥ 0.8). `cargo bench -p ratekeeper-benches --bench dedupe`
 
 use std::time::{Duration, Instant};
 
@@ -24,14 +24,7 @@ fn rate(store: &MemoryStore, rt: &tokio::runtime::Runtime, from: u64, n: u64) ->
 
 /// This process's resident set, in KiB.
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+    ratekeeper_testkit::rss_kib(std::process::id())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -9,14 +9,14 @@ use ratekeeper_testkit::redis::free_port;
 /// Starts `quiz-night` (under `ulimit -n` of `open_files`, if given); the child and its port.
 pub(crate) fn start(open_files: Option<u32>) -> (Child, u16) {
     let port = free_port();
-    let bin = env!("CARGO_BIN_EXE_quiz-night");
+    let bin = ratekeeper_testkit::example_bin("quiz-night");
     let mut cmd = match open_files {
         Some(n) => {
             let mut c = Command::new("sh");
-            c.args(["-c", &format!("ulimit -n {n} && exec {bin}")]);
+            c.args(["-c", &format!("ulimit -n {n} && exec {}", bin.display())]);
             c
         }
-        None => Command::new(bin),
+        None => Command::new(&bin),
     };
     let server = cmd
         .env("QUIZ_BIND", format!("127.0.0.1:{port}"))

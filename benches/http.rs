@@ -2,7 +2,7 @@
 //! app) and tower_governor, alternating A B C for several rounds, on mostly allowed and on
 //! all-refused traffic (one exhausted key).
 //!
-//! `cargo bench -p ratekeeper-examples --bench http`
+//! `cargo bench -p ratekeeper-benches --bench http`
 //!
 //! Each server runs on its own single-threaded runtime (one core); the load generator runs
 //! on another (the other core): 32 keep-alive HTTP/1.1 connections, requests with an

@@ -14,7 +14,7 @@
 //! round trip and a `GET` and a `SET … PX` per check, on keys and values shaped like the
 //! store's. The script's Redis CPU ÷ this is what the script adds over its own I/O.
 //!
-//! `cargo bench -p ratekeeper-examples --bench redis_cpu` (`CHECKS=` to change the count;
+//! `cargo bench -p ratekeeper-benches --bench redis_cpu` (`CHECKS=` to change the count;
 //! `REDIS_CPU_SERVER=redis-6.2|redis-7.0|valkey-8.0|valkey-9.1` to run it on another server
 //! of the compatibility matrix, which `scripts/servers.sh` installs)
 

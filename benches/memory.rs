@@ -1,6 +1,6 @@
 //! Bytes per key at 1M keys: the memory store against governor's keyed limiter.
 //!
-//! `cargo bench -p ratekeeper-core --bench memory`
+//! `cargo bench -p ratekeeper-benches --bench memory`
 //!
 //! Each case runs in a fresh child process and reports its resident-memory growth while
 //! it fills 1M keys of 24-byte string principals (governor keeps the `String`s as its

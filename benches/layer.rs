@@ -3,7 +3,7 @@
 //! traffic (10 000 keys) and refused traffic (one exhausted key). Both limiters send their
 //! rate-limit headers.
 //!
-//! `cargo bench -p ratekeeper-examples --bench layer`
+//! `cargo bench -p ratekeeper-benches --bench layer`
 //!
 //! For an instruction count (repeatable, unlike time on a shared VM), run one case a fixed
 //! number of times under callgrind:

@@ -1,7 +1,7 @@
 //! Key encoding: building a principal, its key (the 128-bit digest the memory store
 //! indexes by) and the Redis key name, for the principals a layer builds per request.
 //!
-//! `cargo bench -p ratekeeper-core --bench keys`
+//! `cargo bench -p ratekeeper-benches --bench keys`
 
 use std::hint::black_box;
 use std::net::IpAddr;

@@ -10,7 +10,7 @@
 //!   waiting 60 s in a handler with no limiter (what any pending request costs here: the
 //!   task, the request, the router's future), so the difference is what holding adds.
 //!
-//! `cargo bench -p ratekeeper-examples --bench held`
+//! `cargo bench -p ratekeeper-benches --bench held`
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use http::uri::PathAndQuery;
 use ratekeeper_core::{AnyStore, MemoryStore};
-use ratekeeper_examples::grpc_demo::{
+use ratekeeper_example_grpc::{
     ANSWER, AnswerReply, AnswerRequest, Tick, WATCH, WatchRequest, app_with_store,
 };
 use ratekeeper_tests::redis::RedisServer;
@@ -266,10 +266,7 @@ async fn the_method_path_is_a_key_part() {
             ratekeeper_axum::RouteTemplate,
         ));
     let app = axum::Router::new()
-        .route_service(
-            ANSWER,
-            tower::service_fn(ratekeeper_examples::grpc_demo::answer),
-        )
+        .route_service(ANSWER, tower::service_fn(ratekeeper_example_grpc::answer))
         .route_layer(per_method);
     let s = Server::start(app).await.unwrap();
     let mut g = channel(&s).await;
@@ -301,8 +298,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for Quiz {
 
     fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
         Box::pin(async move {
-            let resp =
-                ratekeeper_examples::grpc_demo::answer(req.map(axum::body::Body::new)).await?;
+            let resp = ratekeeper_example_grpc::answer(req.map(axum::body::Body::new)).await?;
             Ok(resp.map(tonic::body::Body::new))
         })
     }

@@ -2,7 +2,7 @@
 //! minutes (`SOAK_SECS` to change), with Redis frozen for 60 s (SIGSTOP) a third of the way
 //! in and killed (restarted 10 s later) two thirds of the way in. Not in CI.
 //!
-//! `cargo bench -p ratekeeper-examples --bench soak`
+//! `cargo bench -p ratekeeper-benches --bench soak`
 //!
 //! Prints, and fails (exit 1) unless: no request takes longer than 1 s (nothing hangs); the
 //! server's RSS at the end is within ±10% of its RSS after the first minute; each outage is
@@ -31,7 +31,7 @@ fn main() {
         .unwrap_or(600);
     let mut redis = RedisServer::start();
     let port = free_port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_bench-server"))
+    let mut server = Command::new(ratekeeper_testkit::example_bin("bench-server"))
         .env("REDIS_URL", redis.url())
         .env("BENCH_BIND", format!("127.0.0.1:{port}"))
         .env("BENCH_LIMIT", "1000000000")

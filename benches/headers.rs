@@ -1,7 +1,7 @@
 //! Header rendering: the rate-limit headers of one response, for one limit and for four,
 //! in each style, into a header map that already holds what axum puts there.
 //!
-//! `cargo bench -p ratekeeper-tower --bench headers`
+//! `cargo bench -p ratekeeper-benches --bench headers`
 
 use std::hint::black_box;
 use std::time::Duration;

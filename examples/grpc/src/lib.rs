@@ -161,7 +161,7 @@ pub fn app_with_store(store: AnyStore) -> Result<Router, ConfigError> {
 
 /// The demo on Redis (`REDIS_URL`) or in memory.
 pub fn app() -> Result<Router, ConfigError> {
-    let store = crate::store_from_env()?;
+    let store = ratekeeper_examples::store_from_env()?;
     app_with_store(store)
 }
 

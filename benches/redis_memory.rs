@@ -3,7 +3,7 @@
 //! the Redis store, and `INFO memory`'s `used_memory` before and after, divided by the keys
 //! (`DBSIZE`). Beside it, the floor: a million `SET … PX` of names as long as ours.
 //!
-//! `cargo bench -p ratekeeper-examples --bench redis_memory` (`KEYS=` to change the count)
+//! `cargo bench -p ratekeeper-benches --bench redis_memory` (`KEYS=` to change the count)
 
 #![allow(clippy::too_many_lines, reason = "a bench reads top to bottom")]
 

@@ -2,7 +2,7 @@
 //! address space, and IPv6 /48s), for an address on the list and one that is not: the
 //! cost grows with log₂ of the list (a binary search over merged ranges), not its length.
 //!
-//! `cargo bench -p ratekeeper-tower --bench access`
+//! `cargo bench -p ratekeeper-benches --bench access`
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
