@@ -1,4 +1,4 @@
-//! ask-ai (design document 000): a docs platform's limits, from repository lookups to
+//! ask-ai (scenario 000 of docs/ARCHITECTURE.md): a docs platform's limits, from repository lookups to
 //! "Ask AI everywhere".
 //!
 //! | limit | principal | max | window | store down |

@@ -1,4 +1,4 @@
-//! edge-fallback (design document 002): when the store cannot be asked, count in memory.
+//! edge-fallback (scenario 002 of docs/ARCHITECTURE.md): when the store cannot be asked, count in memory.
 //!
 //! A deployment whose store is missing (configured but unreachable), failing, or slow
 //! does not fail requests for it: each one is counted in the process's own memory, the

@@ -1,4 +1,4 @@
-//! food-api (design document 004): two keys on every route, the failure policy chosen
+//! food-api (scenario 004 of docs/ARCHITECTURE.md): two keys on every route, the failure policy chosen
 //! route by route, a shared model budget, honest headers for browsers.
 //!
 //! Every guarded route checks the account first, then the client IP with a larger budget:

@@ -1,4 +1,4 @@
-//! platform (design document 001): one rate-limiting primitive, four consumers, each with
+//! platform (scenario 001 of docs/ARCHITECTURE.md): one rate-limiting primitive, four consumers, each with
 //! its own strategy and failure mode.
 //!
 //! | consumer | limits | strategy | store down |

@@ -5,6 +5,11 @@
 //! in-handler limiter ([`HandlerLimiter`]) for principals and costs known only inside a
 //! handler, and `IntoResponse` for rejections.
 //!
+//! **New here?** [`guide::getting_started`] goes from one limited route to a service that
+//! counts per player in Redis; [`guide`] lists every guide of the family (keys, limits,
+//! costs, stores, failure policies, answers, delays and bans, metrics, the admin,
+//! operating), each in the crate it belongs to.
+//!
 //! # Where a layer goes
 //!
 //! - `Router::layer`: a global guard; it sees every request, before routing, including
@@ -101,6 +106,7 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub mod admin;
 mod extract;
+pub mod guide;
 mod handler;
 
 pub use extract::{PathParam, RouteTemplate, client_ip, connect_info_peer};

@@ -55,7 +55,15 @@
 //! # let _ = limiter; Ok(()) }
 //! ```
 //!
-#![doc = include_str!("../ALGORITHMS.md")]
+//! # Guides
+//!
+//! - [`guide::limits`]: the algorithms and their bounds, chains, costs, budgets, the shared pacer.
+//! - [`guide::stores`]: memory, Redis, Cluster, Sentinel, TLS, ACL, the check at start.
+//! - [`guide::operating`]: what a freeze, a failover, a full memory cost.
+//! - [`guide::store_contract`]: the Redis store's keys, scripts, costs and failures.
+//!
+//! The layer's guides are in `ratekeeper_tower::guide`, getting started in
+//! `ratekeeper_axum::guide`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod adaptive;
@@ -68,6 +76,7 @@ pub mod clock;
 pub mod config;
 mod digest;
 mod error;
+pub mod guide;
 mod key;
 mod limit;
 pub mod limiter;

@@ -20,6 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("limiter", &["limiter"]),
     ("services", &["adaptive", "pacer", "budget", "config"]),
     ("test utilities", &["testing"]),
+    ("guides", &["guide"]),
 ];
 
 /// The layers the Redis tree may import from (so it can become a crate of its own).

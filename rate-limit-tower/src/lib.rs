@@ -56,6 +56,18 @@
 //! ```
 
 //!
+//! # Guides
+//!
+//! - [`guide::keys`]: who is counted: the client IP behind proxies, IPv6, API keys and hashing.
+//! - [`guide::costs`]: a weight or a size per request, counting only some outcomes.
+//! - [`guide::failure`]: what each rule does when the store cannot answer.
+//! - [`guide::answers`]: headers, browsers, problem details, gRPC.
+//! - [`guide::controls`]: delays, in-flight limits, bans, allow and deny lists.
+//! - [`guide::metrics`]: the series, the decision's span, the logs.
+//!
+//! Limits, stores and operating are in `ratekeeper_core::guide`; getting started and the
+//! admin in `ratekeeper_axum::guide`.
+//!
 //! # Feature flags
 //!
 //! None is on by default. The store features turn on the same feature of
@@ -102,6 +114,7 @@ mod count;
 pub mod extract;
 mod future;
 pub mod grpc;
+pub mod guide;
 pub mod headers;
 mod layer;
 mod meters;

@@ -1,4 +1,4 @@
-//! The examples, one per design document, end to end over TCP.
+//! The examples, one per scenario of docs/ARCHITECTURE.md, end to end over TCP.
 
 #![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
 

@@ -99,10 +99,11 @@ async fn a_cluster_and_a_user_with_the_readme_acl_pass_the_check_at_start() {
     crate::conformance::suite(&AnyStore::Redis(user)).await;
 }
 
-/// The ACL the tests grant is the one the Redis guide (docs/redis.md) shows, word for word.
+/// The ACL the tests grant is the one the stores guide (ratekeeper-core's docs/stores.md)
+/// shows, word for word.
 #[test]
 fn the_readme_shows_the_acl_the_tests_grant() {
-    let readme = include_str!("../../docs/redis.md");
+    let readme = include_str!("../../rate-limit-core/docs/stores.md");
     let line = readme
         .lines()
         .find(|l| l.starts_with("ACL SETUSER limiter "))
@@ -116,7 +117,7 @@ fn the_readme_shows_the_acl_the_tests_grant() {
     let cluster = format!("`{}`", CLUSTER_ACL.join(" "));
     assert!(
         readme.contains(&cluster),
-        "docs/redis.md does not show {cluster}"
+        "the stores guide does not show {cluster}"
     );
 }
 

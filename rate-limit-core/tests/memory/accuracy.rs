@@ -5,7 +5,7 @@
 //! admitted over the last `w` would have said: an *over-admission* is a request it allowed
 //! that the exact count would have refused; an *under-admission* the reverse. The figures
 //! are printed (`cargo test -p ratekeeper-core --test memory accuracy -- --nocapture`) and
-//! quoted in ALGORITHMS.md; the assertions hold the guaranteed bounds.
+//! quoted in the limits guide (docs/limits.md); the assertions hold the guaranteed bounds.
 
 use std::collections::VecDeque;
 use std::time::Duration;

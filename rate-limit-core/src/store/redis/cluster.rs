@@ -4,7 +4,7 @@
 //! Why not redis-rs's cluster client: it re-reads the slot map *on the request path* —
 //! holding a lock every request waits on, asking nodes one by one (a frozen one for its
 //! whole timeout) — after any `MOVED`; and its retries, which redirections need, also
-//! replay commands that timed out and may have run (R13). Here:
+//! replay commands that timed out and may have run (R13 of docs/ARCHITECTURE.md). Here:
 //!
 //! - every master has its own connection (a [`ConnectionManager`]), so one node's trouble
 //!   is that node's alone;
