@@ -12,6 +12,7 @@
 //! | [`controls`](ratekeeper_tower::guide::controls): delays, in-flight limits, bans, allow and deny lists | tower |
 //! | [`metrics`](ratekeeper_tower::guide::metrics): series, the decision's span, logs | tower |
 //! | [`admin`]: the admin API and page, heavy hitters | here |
+//! | `ratekeeper_axum::ws` (feature `ws`): limits inside a WebSocket, each message checked, graded answers | here |
 //! | [`operating`](ratekeeper_core::guide::operating): what a freeze, a failover, a full memory cost | core |
 //! | [`store_contract`](ratekeeper_core::guide::store_contract): the Redis store's keys, scripts and costs | core |
 

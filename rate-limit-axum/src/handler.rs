@@ -80,7 +80,11 @@ impl HandlerLimiter {
     }
 
     /// The limiter's answer, held for its delay.
-    async fn answer(&self, chain: &Chain, policy: FailurePolicy) -> ratekeeper_core::Answer {
+    pub(crate) async fn answer(
+        &self,
+        chain: &Chain,
+        policy: FailurePolicy,
+    ) -> ratekeeper_core::Answer {
         let answer = self.limiter.check(chain, policy).await;
         self.holding.hold(&self.limiter, chain, answer).await
     }
@@ -90,6 +94,11 @@ impl HandlerLimiter {
     pub fn answering(mut self, answering: Answering) -> Self {
         self.answering = answering;
         self
+    }
+
+    /// How its refusals and headers are written.
+    pub(crate) fn answering_ref(&self) -> &Answering {
+        &self.answering
     }
 
     /// The limiter.

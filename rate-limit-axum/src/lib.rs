@@ -74,6 +74,7 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `admin` | the admin API and operator's page ([`admin`]): JSON, forms, sessions |
+//! | `ws` | limits inside a WebSocket ([`ws`]): each message checked, graded answers, connections per principal |
 //! | `metrics` | the layer's series and the admin's failed authentications and lockouts, through the `metrics` facade |
 //! | `redis` | the Redis store (`core::RedisStore`) |
 //! | `cluster` | Redis Cluster (implies `redis`) |
@@ -108,6 +109,9 @@ pub mod admin;
 mod extract;
 pub mod guide;
 mod handler;
+#[cfg(feature = "ws")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ws")))]
+pub mod ws;
 
 pub use extract::{PathParam, RouteTemplate, client_ip, connect_info_peer};
 pub use handler::{Admitted, HandlerLimiter, Refused, RejectionResponse, Reserved};

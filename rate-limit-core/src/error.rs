@@ -65,6 +65,8 @@ pub enum ConfigErrorKind {
     TopSettingsLate,
     /// A trusted proxy that is not a CIDR or an address.
     ProxyInvalid,
+    /// A WebSocket's message ceiling of 0 messages or a period of 0.
+    SocketInvalid,
 }
 
 impl ConfigErrorKind {
@@ -90,6 +92,7 @@ impl ConfigErrorKind {
             Self::RedirectInvalid => "answer.redirect_invalid",
             Self::PrefixInvalid => "ip.prefix_invalid",
             Self::ProxyInvalid => "ip.proxy_invalid",
+            Self::SocketInvalid => "ws.ceiling_invalid",
             Self::NoRuntime => "store.no_runtime",
             Self::LeaseInvalid => "limit.lease_invalid",
             Self::DelayInvalid => "limit.delay_invalid",

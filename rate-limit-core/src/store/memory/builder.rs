@@ -31,7 +31,9 @@ impl MemoryStoreBuilder {
 
     /// The most keys the store holds for each limit (default [`DEFAULT_MAX_KEYS`](super::DEFAULT_MAX_KEYS)). Each
     /// shard holds `max_keys / shards` of a limit, so no limit exceeds it; the store holds
-    /// at most that times the number of limits in use.
+    /// at most that times the number of limits in use. Eviction keeps refusing keys against
+    /// a flood only among the keys of one shard: keep `max_keys / shards` well above the
+    /// refusing keys a shard must hold (a shard's room of one key gives it to each new key).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
