@@ -16,6 +16,7 @@ mod admin;
 mod flood;
 mod holds;
 mod proxy;
+mod socket;
 
 /// The first sign-in hold in these tests (1 s in the demo).
 const SIGN_IN_DELAY: Duration = Duration::from_millis(10);

@@ -9,6 +9,7 @@
 //! | every route but `/too-many-requests`, `/healthz` | client IP | 1200 / 60 s | sliding window | count in memory |
 //! | `GET /api/games/{game}/poll` | participant | 20 / 60 s | sliding window | allow |
 //! | `POST /api/games/{game}/answers` | participant, client IP | 30 / 60 s, 600 / 60 s | sliding window | allow |
+//! | `GET /api/games/{game}/ws` (WebSocket; each message) | participant (`?participant=` or `x-participant-id`) | 120 / 60 s then close 1008; the answers' 30 / 60 s, shared with the `POST`; 20 a second per connection then 1008; 3 sockets at once | sliding window | allow |
 //! | `POST /host/games/{game}/next` | user (bearer) | bucket of 10, +2/s | token bucket | allow |
 //! | `POST /auth/sign-in` | client IP, account | 20 attempts / 15 min, then 429; per account, *failed* attempts over 15 min: 5 at once, then each held 1 s, 2 s, 4 s, then 8 s, one at a time in one line per account (a full line of 5 turns away only an address already in it) | sliding log | 503 |
 //! | `POST /api/ask` | visitor · visitor+game · game · everybody | 20/min · 15/day · 500/day · 5000/day | fixed windows | 503 |
@@ -33,6 +34,7 @@ use tokio::net::TcpListener;
 
 mod handlers;
 mod pages;
+mod socket;
 
 /// The page browsers are sent to when limited; exempt from every limit.
 pub const LIMITED_PAGE: &str = "/too-many-requests";
@@ -139,6 +141,8 @@ pub(crate) struct QuizState {
     pub(crate) store: AnyStore,
     pub(crate) limits: Limits,
     pub(crate) client: ClientIp,
+    /// The answer socket's limits (`socket.rs`).
+    pub(crate) sockets: ratekeeper_axum::ws::SocketLimiter,
 }
 
 impl axum::extract::FromRef<QuizState> for HandlerLimiter {
@@ -226,9 +230,11 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
         &limits,
         &client,
     )?;
+    // Refusals inside handlers answer like the layers.
+    let handler = HandlerLimiter::new(limiter.clone()).answering(answering.clone());
     let state = QuizState {
-        // Refusals inside handlers answer like the layers.
-        limiter: HandlerLimiter::new(limiter.clone()).answering(answering.clone()),
+        sockets: socket::limiter(&limits, handler.clone())?,
+        limiter: handler,
         store,
         limits,
         client,
@@ -258,6 +264,7 @@ fn routes(state: QuizState, layers: [RateLimitLayer; 5]) -> Router {
             "/api/games/{game}/answers",
             post(handlers::answer).route_layer(answers),
         )
+        .route("/api/games/{game}/ws", get(socket::socket))
         .route(
             "/host/games/{game}/next",
             post(handlers::next_question).route_layer(host),
