@@ -16,6 +16,7 @@ mod admin;
 mod flood;
 mod holds;
 mod proxy;
+mod room;
 mod socket;
 
 /// The first sign-in hold in these tests (1 s in the demo).

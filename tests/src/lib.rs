@@ -1,6 +1,7 @@
 //! Shared support for the end-to-end tests: servers on real TCP listeners and clients.
 
 pub mod refusals;
+pub mod room;
 
 /// The `redis-server` harness (shared with the benches).
 pub use ratekeeper_testkit::redis;

@@ -192,7 +192,11 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
     // One way of answering for every layer and the handlers: 303 to the page for browsers.
     // The page is told the wait (`?wait=45`), so it can say it.
     let page = format!("{LIMITED_PAGE}?wait={{retry_after}}");
-    let answering = ratekeeper_tower::Answering::new().redirect_browsers(&page)?;
+    // A room refused together (every phone falling back to polling at once) comes back
+    // spread over up to 5 s more, never sooner than the true wait.
+    let answering = ratekeeper_tower::Answering::new()
+        .redirect_browsers(&page)?
+        .jitter(Duration::from_secs(5));
     let layer = || RateLimitLayer::new(limiter.clone()).answering(answering.clone());
 
     let global = layer()

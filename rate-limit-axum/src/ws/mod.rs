@@ -227,6 +227,8 @@ impl SocketLimiter {
 
     /// At most `limit.max()` sockets open at once per principal (across instances on a
     /// shared store), taken by [`accept`](Self::accept) and held while the socket lives.
+    /// When the store cannot answer, the rules' strictest failure policy decides (closed:
+    /// the upgrade is a 503; memory: a slot in the fallback store; open: no slot).
     #[must_use]
     pub fn connections(mut self, limit: InFlight) -> Self {
         self.connections = Some(limit);
@@ -261,9 +263,7 @@ impl SocketLimiter {
             None => None,
             Some(limit) => {
                 let key = limit.slots(principal.clone());
-                self.handler
-                    .take_slot(&key, FailurePolicy::Closed, headers)
-                    .await?
+                self.handler.take_slot(&key, self.policy(), headers).await?
             }
         };
         Ok(Accepted::new(self.clone(), principal, slot))
