@@ -96,7 +96,8 @@ impl HandlerLimiter {
         self
     }
 
-    /// How its refusals and headers are written.
+    /// How its refusals and headers are written (for the socket's refusals).
+    #[cfg(feature = "ws")]
     pub(crate) fn answering_ref(&self) -> &Answering {
         &self.answering
     }

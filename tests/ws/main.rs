@@ -17,7 +17,7 @@ use futures_util::{SinkExt, StreamExt};
 use ratekeeper_axum::ws::{Closed, MessageRule, SocketLimiter};
 use ratekeeper_axum::{HandlerLimiter, Limit, Limiter, RateLimitLayer, Rule};
 use ratekeeper_core::{AnyStore, InFlight, MemoryStore, Principal, PrincipalKind};
-use ratekeeper_tests::redis::{RedisCluster, RedisServer, down_store};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer, down_store, principal_slot};
 use ratekeeper_tests::{Server, client};
 use ratekeeper_tower::extract::HeaderKey;
 use tokio::net::TcpStream;
@@ -215,4 +215,48 @@ async fn a_store_down_under_a_closed_policy_closes_with_1013() {
     assert!(pong(&mut ws).await, "control frames need no store");
     assert_eq!(say(&mut ws, "a").await, "close:1013");
     assert_eq!(Closed::StoreUnavailable.code(), u16::from(CloseCode::Again));
+}
+
+/// On a Cluster, one master down closes with 1013 only the sockets whose principal it owns;
+/// a principal on a live master is answered as before.
+#[tokio::test]
+async fn one_dead_cluster_master_closes_only_its_principals_sockets_with_1013() {
+    let mut cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
+    let victim = cluster.nodes()[1].port();
+    let owners = cluster.slot_owners(0);
+    let dead = owners
+        .iter()
+        .find(|(p, _)| *p == victim)
+        .map(|(_, r)| r.clone())
+        .unwrap();
+    let on_dead = |who: &str| {
+        let slot = principal_slot(Principal::participant(who).as_str());
+        dead.iter().any(|&(a, b)| a <= slot && slot <= b)
+    };
+    let mut names = (0..).map(|i| format!("n{i}"));
+    let doomed = names.by_ref().find(|w| on_dead(w)).unwrap();
+    let alive = names.find(|w| !on_dead(w)).unwrap();
+    let answers = Limit::fixed_window("ws-node", 100, MINUTE).unwrap();
+    let sockets = SocketLimiter::new(HandlerLimiter::new(Limiter::new(cluster.store())))
+        .rule(MessageRule::new(answers));
+    let server = Server::start(Router::new().route("/ws", get(ws)).with_state(sockets))
+        .await
+        .unwrap();
+    let mut a = connect(&server, &doomed).await.unwrap();
+    let mut b = connect(&server, &alive).await.unwrap();
+    assert_eq!(say(&mut a, "1").await, "ok:1");
+    assert_eq!(say(&mut b, "1").await, "ok:1");
+    cluster.nodes_mut()[1].kill();
+    assert_eq!(
+        say(&mut a, "2").await,
+        "close:1013",
+        "{doomed}'s master is dead"
+    );
+    for i in 2..6 {
+        assert_eq!(
+            say(&mut b, &i.to_string()).await,
+            format!("ok:{i}"),
+            "{alive} lives"
+        );
+    }
 }

@@ -44,6 +44,10 @@ pub(super) async fn limited_page(uri: axum::http::Uri) -> Html<String> {
     Html(pages::TOO_MANY_REQUESTS.replace("{wait}", &wait))
 }
 
+pub(super) async fn play() -> Html<&'static str> {
+    Html(pages::PLAY)
+}
+
 pub(super) async fn robots() -> &'static str {
     pages::ROBOTS
 }

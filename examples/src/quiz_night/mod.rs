@@ -258,6 +258,7 @@ fn routes(state: QuizState, layers: [RateLimitLayer; 5]) -> Router {
     Router::new()
         .route("/", get(handlers::home))
         .route(LIMITED_PAGE, get(handlers::limited_page))
+        .route("/play", get(handlers::play))
         .route("/robots.txt", get(handlers::robots))
         .route("/healthz", get(handlers::healthz))
         .route(
