@@ -76,6 +76,7 @@ pub mod clock;
 pub mod config;
 mod digest;
 mod error;
+pub mod fleet;
 pub mod guide;
 mod key;
 mod limit;

@@ -18,7 +18,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("algorithms", &["algorithm"]),
     ("stores", &["store"]),
     ("limiter", &["limiter"]),
-    ("services", &["adaptive", "pacer", "budget", "config"]),
+    (
+        "services",
+        &["adaptive", "pacer", "budget", "config", "fleet"],
+    ),
     ("test utilities", &["testing"]),
     ("guides", &["guide"]),
 ];

@@ -12,6 +12,7 @@ mod deny_cache;
 mod dragonfly;
 mod exactness;
 mod faults;
+mod fleet;
 mod lease;
 mod metrics;
 mod monitor;

@@ -16,6 +16,7 @@ mod decision;
 mod dedupe;
 mod domains;
 mod error;
+pub(crate) mod fleet;
 mod key_state;
 pub(crate) mod lease;
 pub(crate) mod pace;

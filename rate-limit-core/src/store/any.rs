@@ -112,6 +112,44 @@ impl AnyStore {
         }
     }
 
+    /// Sets (`Some`) or removes (`None`) one entry of the fleet's runtime state; the new
+    /// version. Only a shared store keeps one: the memory store and a boxed store answer
+    /// [`StoreErrorKind::Rejected`] (a [`Fleet`](crate::fleet::Fleet) keeps their state in
+    /// its own process).
+    pub(crate) async fn fleet_change(
+        &self,
+        field: &str,
+        value: Option<&str>,
+    ) -> Result<u64, StoreError> {
+        #[cfg(not(feature = "redis"))]
+        let _ = (field, value);
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.fleet_change(field, value).await,
+            _ => Err(no_fleet_state()),
+        }
+    }
+
+    /// The fleet state's version (see [`fleet_change`](Self::fleet_change)).
+    pub(crate) async fn fleet_version(&self) -> Result<u64, StoreError> {
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.fleet_version().await,
+            _ => Err(no_fleet_state()),
+        }
+    }
+
+    /// The whole fleet state.
+    pub(crate) async fn fleet_read(
+        &self,
+    ) -> Result<crate::protocol::fleet::FleetState, StoreError> {
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.fleet_read().await,
+            _ => Err(no_fleet_state()),
+        }
+    }
+
     /// Where this store counts, for logs and start-up lines: `memory`, `redis host:port`,
     /// `redis-cluster host:port,…` (never a password), or `store` for a boxed store.
     pub fn describe(&self) -> String {
@@ -247,4 +285,9 @@ impl Dedupe for AnyStore {
 
 fn unsupported() -> StoreError {
     StoreError::new(StoreErrorKind::Rejected, "this store does not de-duplicate")
+}
+
+/// What a store without a shared fleet state answers (a `Fleet` keeps its own then).
+fn no_fleet_state() -> StoreError {
+    StoreError::new(StoreErrorKind::Rejected, "this store keeps no fleet state")
 }

@@ -24,6 +24,7 @@ mod connect;
 mod dedupe;
 mod deny;
 mod error;
+mod fleet;
 mod in_flight;
 mod keys;
 mod lease;

@@ -22,6 +22,7 @@ pub(super) const CHAIN_LUA: &str = include_str!("chain.lua");
 pub(super) const REFUND_LUA: &str = include_str!("refund.lua");
 pub(super) const SLOTS_LUA: &str = include_str!("slots.lua");
 pub(super) const PACER_LUA: &str = include_str!("pacer.lua");
+pub(super) const FLEET_LUA: &str = include_str!("fleet.lua");
 /// The largest cost sent: Lua's doubles stay exact below 2^52.
 const COST_CAP: u64 = 1 << 52;
 
