@@ -82,7 +82,25 @@ impl Admin {
 pub(super) async fn limits(State(a): State<Admin>, h: HeaderMap) -> Answer {
     a.bearer(&h)?;
     let all: Vec<Value> = a.inner.limits.iter().map(limit_json).collect();
-    Ok(Json(json!({ "limits": all })).into_response())
+    let mut out = json!({ "limits": all });
+    if let Some(f) = &a.inner.fleet {
+        let applied = f.applied();
+        let at = applied
+            .at
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs());
+        out["fleet"] =
+            json!({ "version": applied.version, "applied_at": at, "error": applied.error });
+    }
+    Ok(Json(out).into_response())
+}
+
+/// A change made through the fleet: its error as the API answers it.
+fn fleet_error(e: &ratekeeper_core::fleet::FleetError) -> Response {
+    match e {
+        ratekeeper_core::fleet::FleetError::Config(c) => config(c),
+        other => store_down(other),
+    }
 }
 
 #[derive(Deserialize)]
@@ -99,7 +117,14 @@ pub(super) async fn set_quota(
     let who = a.writer(&h)?;
     let limit = a.find(&name)?;
     let q: Quota = body(&b)?;
-    limit.set_quota(q.quota).map_err(|e| config(&e))?;
+    match &a.inner.fleet {
+        Some(f) => {
+            f.set_quota(&name, q.quota)
+                .await
+                .map_err(|e| fleet_error(&e))?;
+        }
+        None => limit.set_quota(q.quota).map_err(|e| config(&e))?,
+    }
     audit(&who, "set_quota", &name, "", &q.quota.to_string());
     Ok(Json(limit_json(limit)).into_response())
 }
@@ -114,7 +139,14 @@ pub(super) async fn set_override(
     let limit = a.find(&name)?;
     let p = principal(&who_text)?;
     let q: Quota = body(&b)?;
-    limit.set_override(&p, q.quota).map_err(|e| config(&e))?;
+    match &a.inner.fleet {
+        Some(f) => {
+            f.set_override(&name, &p, q.quota)
+                .await
+                .map_err(|e| fleet_error(&e))?;
+        }
+        None => limit.set_override(&p, q.quota).map_err(|e| config(&e))?,
+    }
     audit(
         &who,
         "set_override",
@@ -133,7 +165,14 @@ pub(super) async fn clear_override(
     let who = a.writer(&h)?;
     let limit = a.find(&name)?;
     let p = principal(&who_text)?;
-    limit.clear_override(&p);
+    match &a.inner.fleet {
+        Some(f) => {
+            f.clear_override(&name, &p)
+                .await
+                .map_err(|e| fleet_error(&e))?;
+        }
+        None => limit.clear_override(&p),
+    }
     audit(&who, "clear_override", &name, p.as_str(), "");
     Ok(Json(limit_json(limit)).into_response())
 }

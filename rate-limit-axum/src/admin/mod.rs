@@ -117,6 +117,8 @@ struct Inner {
     limits: Vec<Limit>,
     store: AnyStore,
     access: Option<Access>,
+    /// Quotas and overrides changed for every instance (when given).
+    fleet: Option<ratekeeper_core::fleet::Fleet>,
     sessions: Sessions,
     secure_cookie: bool,
     guard: gate::Guard,
@@ -131,6 +133,7 @@ pub struct AdminBuilder {
     limits: Vec<Limit>,
     store: Option<AnyStore>,
     access: Option<Access>,
+    fleet: Option<ratekeeper_core::fleet::Fleet>,
     insecure_cookie: bool,
     client_ip: Option<ClientIp>,
     auth_failures: Option<(u64, std::time::Duration)>,
@@ -191,6 +194,15 @@ impl AdminBuilder {
     pub fn token(mut self, name: &str, secret: impl AsRef<[u8]>, role: Role) -> Self {
         self.tokens
             .push((name.to_owned(), secret.as_ref().to_vec(), role));
+        self
+    }
+
+    /// Quota and override changes go through `fleet`: written to the store, versioned, and
+    /// applied by every instance sharing it (run [`Fleet::run`](ratekeeper_core::fleet::Fleet::run)
+    /// on each). Without one they change this instance only. `GET /limits` then shows
+    /// the version this instance applied, and when.
+    pub fn fleet(mut self, fleet: ratekeeper_core::fleet::Fleet) -> Self {
+        self.fleet = Some(fleet);
         self
     }
 
@@ -302,6 +314,7 @@ impl AdminBuilder {
                 limits: self.limits,
                 store,
                 access: self.access,
+                fleet: self.fleet,
                 sessions: Sessions::default(),
                 secure_cookie: !self.insecure_cookie,
                 guard: gate::Guard::new(

@@ -407,13 +407,21 @@ pub(super) async fn set_quota(
             doc("Error", "<p class=err>No limit of that name.</p>"),
         );
     };
-    match f
-        .quota
-        .trim()
-        .parse::<u64>()
-        .map_err(|e| e.to_string())
-        .and_then(|q| limit.set_quota(q).map_err(|e| e.to_string()).map(|()| q))
-    {
+    let set = async |q: u64| match &a.inner.fleet {
+        // For every instance: written to the store first (refused when it is down).
+        Some(fleet) => fleet
+            .set_quota(limit.name(), q)
+            .await
+            .map(|_| q)
+            .map_err(|e| e.to_string()),
+        None => limit.set_quota(q).map(|()| q).map_err(|e| e.to_string()),
+    };
+    let parsed = f.quota.trim().parse::<u64>().map_err(|e| e.to_string());
+    let result = match parsed {
+        Ok(q) => set(q).await,
+        Err(e) => Err(e),
+    };
+    match result {
         Ok(q) => {
             audit(&s.caller, "set_quota", limit.name(), "", &q.to_string());
             see_other(&a.inner.mount)
