@@ -24,6 +24,14 @@ async fn text(
     }
 }
 
+/// One answer by `POST` for the socket's participant; its status.
+async fn answer(s: &ratekeeper_tests::Server) -> u16 {
+    let r = client()
+        .post(s.url("/api/games/g1/answers"))
+        .header("x-participant-id", "sock");
+    r.send().await.unwrap().status().as_u16()
+}
+
 async fn answers_over_the_socket_and_http(store: AnyStore) {
     let s = start(store, "").await;
     let url = format!("ws://{}/api/games/g1/ws?participant=sock", s.addr());
@@ -34,13 +42,7 @@ async fn answers_over_the_socket_and_http(store: AnyStore) {
     );
     // 20 answers over HTTP, 10 over the socket: the budget of 30, shared.
     for _ in 0..20 {
-        let r = client()
-            .post(s.url("/api/games/g1/answers"))
-            .header("x-participant-id", "sock")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        assert_eq!(answer(&s).await, 200);
     }
     for i in 0..10 {
         ws.send(Message::text(format!("answer {i}"))).await.unwrap();
@@ -58,13 +60,7 @@ async fn answers_over_the_socket_and_http(store: AnyStore) {
         .unwrap();
     let pong = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
     assert!(matches!(pong, Ok(Some(Ok(Message::Pong(_))))), "{pong:?}");
-    let r = client()
-        .post(s.url("/api/games/g1/answers"))
-        .header("x-participant-id", "sock")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 429, "the socket spent the POST's budget");
+    assert_eq!(answer(&s).await, 429, "the socket spent the POST's budget");
     // Three sockets at once per participant; a fourth is refused at the upgrade.
     let _b = tokio_tungstenite::connect_async(&url).await.unwrap();
     let _c = tokio_tungstenite::connect_async(&url).await.unwrap();
@@ -85,4 +81,23 @@ async fn answers_over_the_socket_share_the_posts_budget_on_memory() {
 async fn answers_over_the_socket_share_the_posts_budget_on_redis() {
     let redis = RedisServer::start();
     answers_over_the_socket_and_http(redis.store()).await;
+}
+
+/// Redis down: the answer rules fail open, so does the socket's connection slot; the
+/// player's page is served.
+#[tokio::test]
+async fn with_redis_down_the_socket_opens_and_answers_and_the_play_page_is_served() {
+    let s = start(ratekeeper_tests::redis::down_store(), "").await;
+    let url = format!("ws://{}/api/games/g1/ws?participant=down", s.addr());
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    assert!(text(&mut ws).await.contains("\"game\":\"g1\""));
+    ws.send(Message::text("42")).await.unwrap();
+    assert!(text(&mut ws).await.contains("\"accepted\":true"));
+    let page = client().get(s.url("/play")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("new WebSocket(") && page.contains("/poll"),
+        "{page}"
+    );
 }

@@ -146,7 +146,8 @@ struct Phone {
     retry_afters: Vec<u64>,
     answers: Vec<SystemTime>,
     back_at: Option<Instant>,
-    first_polls: Vec<Instant>,
+    /// Its first poll fell in the outage's first second.
+    in_burst: bool,
 }
 
 /// Runs the room on `store` and reports.
@@ -196,7 +197,7 @@ pub async fn run(store: AnyStore, plan: Plan) -> Report {
     for t in tasks {
         let _ = t.await;
     }
-    report(&store, &phones, outage_at, back_at).await
+    report(&store, &phones, back_at).await
 }
 
 fn who(i: usize) -> String {
@@ -287,8 +288,8 @@ async fn poll(phone: &Mutex<Phone>, http: &str, i: usize, outage_at: Instant) ->
         .await
         .ok()?;
     let mut p = phone.lock().await;
-    if Instant::now() < outage_at + Duration::from_secs(1) && p.first_polls.is_empty() {
-        p.first_polls.push(Instant::now());
+    if p.polls.is_empty() && p.poll_refusals == 0 {
+        p.in_burst = Instant::now() < outage_at + Duration::from_secs(1);
     }
     if r.status() == 200 {
         p.polls.push(SystemTime::now());
@@ -347,12 +348,7 @@ fn estimate(times: &[SystemTime], now: SystemTime, window: u64) -> f64 {
     count(current - 1.0) * (window as f64 - elapsed) / window as f64 + count(current)
 }
 
-async fn report(
-    store: &AnyStore,
-    phones: &[Arc<Mutex<Phone>>],
-    outage_at: Instant,
-    back_at: Instant,
-) -> Report {
+async fn report(store: &AnyStore, phones: &[Arc<Mutex<Phone>>], back_at: Instant) -> Report {
     let minute = Duration::from_secs(60);
     let poll = Limit::sliding_window("poll", 20, minute).expect("quiz-night's poll limit");
     let answers = Limit::sliding_window("answers", 30, minute).expect("quiz-night's answers limit");
@@ -365,11 +361,7 @@ async fn report(
         r.poll_refusals += p.poll_refusals;
         r.phones_limited += usize::from(p.poll_refusals > 0);
         waits.extend(p.retry_afters.iter().copied());
-        r.burst += p
-            .first_polls
-            .iter()
-            .filter(|t| **t < outage_at + Duration::from_secs(1))
-            .count() as u64;
+        r.burst += u64::from(p.in_burst);
         if let Some(t) = p.back_at {
             r.back_after.push(t.duration_since(back_at).as_secs_f64());
         }

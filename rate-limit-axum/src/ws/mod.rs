@@ -184,6 +184,9 @@ impl MessageRule {
 pub struct SocketLimiter {
     handler: HandlerLimiter,
     rules: Arc<[MessageRule]>,
+    /// Derived from the rules when one is added: the chain's mode and the strictest policy.
+    mode: ChainMode,
+    policy: FailurePolicy,
     ceiling: Option<(u32, Duration)>,
     connections: Option<InFlight>,
     max_message: usize,
@@ -195,6 +198,8 @@ impl SocketLimiter {
         Self {
             handler,
             rules: Arc::from(Vec::new()),
+            mode: ChainMode::InOrder,
+            policy: FailurePolicy::Closed,
             ceiling: None,
             connections: None,
             max_message: DEFAULT_MAX_MESSAGE,
@@ -207,6 +212,19 @@ impl SocketLimiter {
     pub fn rule(mut self, rule: MessageRule) -> Self {
         let mut rules = self.rules.to_vec();
         rules.push(rule);
+        // With a ceiling, every attempt counts up to the refusing rule (that one too, so a
+        // client hammering past its budget stays refused); without one, a refused message
+        // consumes nothing, as a refused request does.
+        self.mode = if rules.iter().any(|r| r.closes) {
+            ChainMode::CountAttempts
+        } else {
+            ChainMode::InOrder
+        };
+        self.policy = rules
+            .iter()
+            .map(|r| r.policy)
+            .reduce(FailurePolicy::strictest)
+            .unwrap_or(FailurePolicy::Closed);
         self.rules = Arc::from(rules);
         self
     }
@@ -263,7 +281,7 @@ impl SocketLimiter {
             None => None,
             Some(limit) => {
                 let key = limit.slots(principal.clone());
-                self.handler.take_slot(&key, self.policy(), headers).await?
+                self.handler.take_slot(&key, self.policy, headers).await?
             }
         };
         Ok(Accepted::new(self.clone(), principal, slot))
@@ -271,27 +289,24 @@ impl SocketLimiter {
 
     /// The chain one message is checked with, and the cost per rule.
     fn chain(&self, principal: &Principal, msg: &Message) -> Chain {
-        // With a ceiling, every attempt counts up to the refusing rule (that one too, so a
-        // client hammering past its budget stays refused); without one, a refused message
-        // consumes nothing, as a refused request does.
-        let mode = if self.rules.iter().any(|r| r.closes) {
-            ChainMode::CountAttempts
-        } else {
-            ChainMode::InOrder
-        };
-        let mut chain = Chain::new().mode(mode);
+        let mut chain = Chain::new().mode(self.mode);
         for rule in self.rules.iter() {
             chain = chain.check_cost(&rule.limit, principal.clone(), rule.cost_of(msg));
         }
         chain
     }
+}
 
-    /// The strictest failure policy of the rules.
-    fn policy(&self) -> FailurePolicy {
-        self.rules
-            .iter()
-            .map(|r| r.policy)
-            .reduce(FailurePolicy::strictest)
-            .unwrap_or(FailurePolicy::Closed)
+#[cfg(test)]
+mod tests {
+    use super::message_kib;
+    use axum::extract::ws::Message;
+
+    #[test]
+    fn a_message_costs_its_kibibytes_rounded_up_and_at_least_one() {
+        assert_eq!(message_kib(&Message::text("a")), 1);
+        assert_eq!(message_kib(&Message::text("x".repeat(1024))), 1);
+        assert_eq!(message_kib(&Message::binary(vec![0u8; 1025])), 2);
+        assert_eq!(message_kib(&Message::Ping(Vec::new().into())), 1);
     }
 }

@@ -152,7 +152,7 @@ impl LimitedSocket {
         let answer = self
             .limiter
             .handler
-            .answer(&chain, self.limiter.policy())
+            .answer(&chain, self.limiter.policy)
             .await;
         let refusing = match &answer {
             Answer::Store(d) | Answer::Memory { decision: d, .. } => d.denied_by().map(|(i, _)| i),
