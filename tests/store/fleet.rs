@@ -13,26 +13,45 @@ use ratekeeper_tests::redis::{RedisCluster, RedisServer, down_store};
 const MINUTE: Duration = Duration::from_secs(60);
 const PERIOD: Duration = Duration::from_millis(100);
 
-struct Instance {
-    limit: Limit,
-    fleet: Fleet,
-    limiter: Limiter,
+pub(super) struct Instance {
+    pub(super) limit: Limit,
+    pub(super) fleet: Fleet,
+    pub(super) limiter: Limiter,
+    run: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.run.abort();
+    }
 }
 
 async fn instance(store: AnyStore, name: &str) -> Instance {
+    instance_with(store, name, PERIOD, []).await
+}
+
+/// An instance running `name` (10 a minute) and `more` under a fleet that reads every
+/// `period`, read once before it serves.
+pub(super) async fn instance_with(
+    store: AnyStore,
+    name: &str,
+    period: Duration,
+    more: impl IntoIterator<Item = Limit>,
+) -> Instance {
     let limit = Limit::fixed_window(name, 10, MINUTE).unwrap();
-    let fleet = Fleet::new(store.clone(), [limit.clone()]);
+    let fleet = Fleet::new(store.clone(), std::iter::once(limit.clone()).chain(more));
     fleet.sync().await.unwrap();
-    tokio::spawn(fleet.clone().run(PERIOD));
+    let run = tokio::spawn(fleet.clone().run(period));
     Instance {
         limit,
         fleet,
         limiter: Limiter::new(store),
+        run,
     }
 }
 
 /// Waits until `done`, at most 2 s; how long it took.
-async fn within(done: impl Fn() -> bool) -> Duration {
+pub(super) async fn within(done: impl Fn() -> bool) -> Duration {
     let t0 = Instant::now();
     while !done() {
         assert!(
@@ -44,7 +63,7 @@ async fn within(done: impl Fn() -> bool) -> Duration {
     t0.elapsed()
 }
 
-async fn admitted(i: &Instance, who: &str, n: usize) -> usize {
+pub(super) async fn admitted(i: &Instance, who: &str, n: usize) -> usize {
     let mut ok = 0;
     for _ in 0..n {
         let chain = Chain::new().check(&i.limit, Principal::participant(who));

@@ -13,6 +13,7 @@ mod dragonfly;
 mod exactness;
 mod faults;
 mod fleet;
+mod fleet_push;
 mod lease;
 mod metrics;
 mod monitor;

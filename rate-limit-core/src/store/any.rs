@@ -112,21 +112,44 @@ impl AnyStore {
         }
     }
 
-    /// Sets (`Some`) or removes (`None`) one entry of the fleet's runtime state; the new
-    /// version. Only a shared store keeps one: the memory store and a boxed store answer
-    /// [`StoreErrorKind::Rejected`] (a [`Fleet`](crate::fleet::Fleet) keeps their state in
-    /// its own process).
+    /// Makes one change to the fleet's runtime state; the new version (`None`: the store's
+    /// state is older than `floor`, the version the caller applied). Only a shared store
+    /// keeps one: the memory store and a boxed store answer [`StoreErrorKind::Rejected`] (a
+    /// [`Fleet`](crate::fleet::Fleet) keeps their state in its own process).
     pub(crate) async fn fleet_change(
         &self,
-        field: &str,
-        value: Option<&str>,
-    ) -> Result<u64, StoreError> {
+        change: crate::protocol::fleet::FleetChange<'_>,
+        floor: u64,
+    ) -> Result<Option<u64>, StoreError> {
         #[cfg(not(feature = "redis"))]
-        let _ = (field, value);
+        let _ = (change, floor);
         match self {
             #[cfg(feature = "redis")]
-            Self::Redis(s) => s.fleet_change(field, value).await,
+            Self::Redis(s) => s.fleet_change(change, floor).await,
             _ => Err(no_fleet_state()),
+        }
+    }
+
+    /// Puts back the fleet state an instance applied, when the store's is older.
+    pub(crate) async fn fleet_restore(
+        &self,
+        state: &crate::protocol::fleet::FleetState,
+    ) -> Result<u64, StoreError> {
+        #[cfg(not(feature = "redis"))]
+        let _ = state;
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.fleet_restore(state).await,
+            _ => Err(no_fleet_state()),
+        }
+    }
+
+    /// Drops what this process cached of `key` (a refusal, a leased slice), without a
+    /// store call: another instance reset it in the store.
+    #[cfg(feature = "redis")]
+    pub(crate) fn forget_cached(&self, key: &Key) {
+        if let Self::Redis(s) = self {
+            s.forget_cached(key);
         }
     }
 

@@ -136,6 +136,18 @@ impl Cluster {
         {
             return Ok(c.clone());
         }
+        let client = self.client_for(addr)?;
+        let mut pool = self.pool.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = pool.get(addr) {
+            return Ok(c.clone());
+        }
+        let con = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
+        pool.insert(addr.clone(), con.clone());
+        Ok(con)
+    }
+
+    /// A client for `addr` (`host:port`) with the seeds' settings.
+    fn client_for(&self, addr: &Arc<str>) -> RedisResult<redis::Client> {
         let (host, port) = addr
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
@@ -157,14 +169,16 @@ impl Cluster {
             },
             _ => ConnectionAddr::Tcp(host, port),
         };
-        let client = redis::Client::open(self.template.clone().set_addr(at))?;
-        let mut pool = self.pool.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(c) = pool.get(addr) {
-            return Ok(c.clone());
-        }
-        let con = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
-        pool.insert(addr.clone(), con.clone());
-        Ok(con)
+        redis::Client::open(self.template.clone().set_addr(at))
+    }
+
+    /// A client for the master that owns `name`'s slot now (for a connection of its own,
+    /// such as a subscriber's).
+    pub(super) async fn client_owning(&self, name: &str) -> RedisResult<redis::Client> {
+        let at = self
+            .resolve(&Target::Slot(Some(super::keys::hash_slot(name))))
+            .await?;
+        self.client_for(&at)
     }
 
     /// Where `target` is now. Reads the slot map first if there is none yet.

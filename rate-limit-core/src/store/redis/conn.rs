@@ -16,7 +16,7 @@ use super::script::{Eval, Invocation};
 use super::tls::Tls;
 
 pub(super) enum Conn {
-    Single(ConnectionManager),
+    Single(ConnectionManager, Box<redis::Client>),
     #[cfg(feature = "cluster")]
     Cluster(std::sync::Arc<super::cluster::Cluster>),
     #[cfg(feature = "sentinel")]
@@ -42,9 +42,9 @@ impl Conn {
             .and_then(|info| tls.client(info))
             .map_err(|e| url_error(&e))?;
         let config = manager_config(connect_timeout, response_timeout);
-        let manager =
-            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| url_error(&e))?;
-        Ok(Self::Single(manager))
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|e| url_error(&e))?;
+        Ok(Self::Single(manager, Box::new(client)))
     }
 
     /// Sentinels in front of a primary named `master`.
@@ -58,6 +58,20 @@ impl Conn {
     ) -> Result<Self, ConfigError> {
         sentinel::Follower::new(sentinels, master, connect_timeout, response_timeout, tls)
             .map(|f| Self::Sentinel(Box::new(f)))
+    }
+
+    /// A client for a connection of its own (a subscriber's) to the server that holds
+    /// `name`: the server, the master owning its slot, or the primary the Sentinels name.
+    pub(super) async fn client_for(&self, name: &str) -> RedisResult<redis::Client> {
+        #[cfg(not(feature = "cluster"))]
+        let _ = name;
+        match self {
+            Self::Single(_, c) => Ok((**c).clone()),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(c) => c.client_owning(name).await,
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(s) => Box::pin(s.client()).await,
+        }
     }
 
     pub(super) fn is_cluster(&self) -> bool {
@@ -81,7 +95,7 @@ impl Conn {
     /// `EVALSHA`, and `EVAL` once on `NOSCRIPT` (see [`Invocation`]).
     pub(super) async fn invoke<T: FromRedisValue>(&self, inv: &Invocation<'_>) -> RedisResult<T> {
         match self {
-            Self::Single(m) => eval(&mut m.clone(), inv).await,
+            Self::Single(m, _) => eval(&mut m.clone(), inv).await,
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 use super::cluster::{Target, slot_of};
@@ -110,7 +124,7 @@ impl Conn {
         #[cfg(not(feature = "cluster"))]
         let _ = name;
         match self {
-            Self::Single(m) => cmd.query_async(&mut m.clone()).await,
+            Self::Single(m, _) => cmd.query_async(&mut m.clone()).await,
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 use super::cluster::Target;
@@ -184,7 +198,7 @@ impl Conn {
         let mut cmd = redis::cmd("INFO");
         cmd.arg("server");
         let v: Value = match self {
-            Self::Single(m) => cmd.query_async(&mut m.clone()).await?,
+            Self::Single(m, _) => cmd.query_async(&mut m.clone()).await?,
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 use super::cluster::Target;
@@ -212,7 +226,7 @@ impl Conn {
         let mut cmd = redis::cmd("CONFIG");
         cmd.arg("GET").arg(param);
         let v: Value = match self {
-            Self::Single(m) => cmd.query_async(&mut m.clone()).await?,
+            Self::Single(m, _) => cmd.query_async(&mut m.clone()).await?,
             #[cfg(feature = "cluster")]
             Self::Cluster(c) => {
                 use super::cluster::Target;
@@ -346,6 +360,11 @@ mod sentinel {
                 .map_err(|_| RedisError::from((ErrorKind::Io, "sentinel connect timed out")))??;
             *slot = Some(con.clone());
             Ok(con)
+        }
+
+        /// A client for the primary the Sentinels name now.
+        pub(super) async fn client(&self) -> RedisResult<redis::Client> {
+            self.sentinel.lock().await.async_get_client().await
         }
 
         pub(super) async fn after<T>(&self, r: &RedisResult<T>) {

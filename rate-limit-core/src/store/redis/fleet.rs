@@ -1,15 +1,21 @@
 //! The fleet's runtime state on Redis (`fleet.lua`): one hash, `<prefix>:{x.fleet}:runtime`
-//! (one slot on a Cluster), its version in the field `#v`. A change is one `EVAL`;
-//! readers ask the version (`HGET`) and read the whole state (`HGETALL`) when it moved.
-//! The hash has no TTL: it is the operators' settings, kept until they change them.
+//! (one slot on a Cluster), its version in the field `#v`. A change is one `EVAL`, which
+//! also publishes the new version on `<prefix>:{x.fleet}:changes`; readers ask the version
+//! (`HGET`) and read the whole state (`HGETALL`) when it moved, on a period and whenever a
+//! notice arrives. The hash has no TTL: it is the operators' settings, kept until they
+//! change them.
 
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_core::Stream;
 use redis::Value;
 
 use super::RedisStore;
 use super::error::{bad_answer, store_error};
-use super::script::{FLEET_LUA, int};
+use super::script::{FLEET_LUA, FLEET_RESTORE_LUA, int};
 use crate::protocol::StoreError;
-use crate::protocol::fleet::FleetState;
+use crate::protocol::fleet::{FleetChange, FleetNotice, FleetState};
 
 /// The field holding the state's version.
 const VERSION: &str = "#v";
@@ -19,31 +25,83 @@ impl RedisStore {
         format!("{}:{{x.fleet}}:runtime", self.inner.prefix)
     }
 
+    fn fleet_channel(&self) -> String {
+        format!("{}:{{x.fleet}}:changes", self.inner.prefix)
+    }
+
     /// One command on the state's hash (routed by its key on a Cluster).
     async fn fleet_query(&self, cmd: &redis::Cmd, key: &str) -> Result<Value, StoreError> {
         self.inner.conn.query(cmd, key).await.map_err(store_error)
     }
 
-    /// Sets (`Some`) or removes (`None`) one entry; the new version.
+    /// Makes one change; the new version, or `None` when the hash is older than `floor`
+    /// (the version the instance applied: the store lost changes, to restore first).
     pub(crate) async fn fleet_change(
         &self,
-        field: &str,
-        value: Option<&str>,
-    ) -> Result<u64, StoreError> {
+        change: FleetChange<'_>,
+        floor: u64,
+    ) -> Result<Option<u64>, StoreError> {
         // Changes are an operator's, rare: the script is sent whole (`EVAL`), so it needs no
         // script cache and takes arguments as text.
         let key = self.fleet_key();
+        let (op, field, value, event) = match change {
+            FleetChange::Set(f, v) => ("set", f, v, ""),
+            FleetChange::Remove(f) => ("del", f, "", ""),
+            FleetChange::Event(e) => ("event", "", "", e),
+        };
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(FLEET_LUA)
             .arg(1)
             .arg(&key)
-            .arg(if value.is_some() { "set" } else { "del" })
+            .arg(op)
             .arg(field)
-            .arg(value.unwrap_or(""));
-        let v = self.fleet_query(&cmd, &key).await?;
-        match v {
+            .arg(value)
+            .arg(self.fleet_channel())
+            .arg(event)
+            .arg(floor);
+        match self.fleet_query(&cmd, &key).await? {
+            Value::Int(-1) => Ok(None),
+            Value::Int(n) => u64::try_from(n).map(Some).map_err(|_| bad_answer()),
+            _ => Err(bad_answer()),
+        }
+    }
+
+    /// Puts `state` back when the hash is older (see `fleet_restore.lua`); the hash's
+    /// version after.
+    pub(crate) async fn fleet_restore(&self, state: &FleetState) -> Result<u64, StoreError> {
+        let key = self.fleet_key();
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FLEET_RESTORE_LUA)
+            .arg(1)
+            .arg(&key)
+            .arg(state.version)
+            .arg(self.fleet_channel());
+        for (field, value) in &state.entries {
+            cmd.arg(field).arg(value);
+        }
+        match self.fleet_query(&cmd, &key).await? {
             Value::Int(n) => u64::try_from(n).map_err(|_| bad_answer()),
             _ => Err(bad_answer()),
+        }
+    }
+
+    /// A subscriber to the state's notices, on a connection of its own to the server that
+    /// holds the state (on a Cluster, the master owning its slot; behind Sentinels, the
+    /// primary). Ends when that connection does.
+    pub(crate) async fn fleet_listen(&self, timeout: Duration) -> Result<FleetFeed, StoreError> {
+        let subscribe = async {
+            let client = self.inner.conn.client_for(&self.fleet_key()).await?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(self.fleet_channel()).await?;
+            Ok::<_, redis::RedisError>(pubsub.into_on_message())
+        };
+        match tokio::time::timeout(timeout, subscribe).await {
+            Ok(Ok(stream)) => Ok(FleetFeed { stream }),
+            Ok(Err(e)) => Err(store_error(e)),
+            Err(_) => Err(store_error(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "subscribing timed out",
+            )))),
         }
     }
 
@@ -96,5 +154,26 @@ impl RedisStore {
             }
         }
         Ok(state)
+    }
+}
+
+/// The notices a subscriber receives.
+pub(crate) struct FleetFeed {
+    stream: redis::aio::PubSubStream,
+}
+
+impl std::fmt::Debug for FleetFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetFeed").finish_non_exhaustive()
+    }
+}
+
+impl FleetFeed {
+    /// The next notice; `None` when the connection ended. A message that is not a notice
+    /// (someone else publishing on the channel) is `Some(None)`: it still prompts a read.
+    pub(crate) async fn next(&mut self) -> Option<Option<FleetNotice>> {
+        let msg = std::future::poll_fn(|cx| Pin::new(&mut self.stream).poll_next(cx)).await?;
+        let text: Option<String> = msg.get_payload().ok();
+        Some(text.as_deref().and_then(FleetNotice::parse))
     }
 }

@@ -42,6 +42,7 @@ use check::Held;
 use conn::Conn;
 use deny::DenyCache;
 use error::{bad_answer, store_error};
+pub(crate) use fleet::FleetFeed;
 use lease::{Leases, Take, Taking, Units};
 use script::{Invocation, REFUND_LUA, ScriptMode, mark_bans, push_lease, push_params};
 pub use verify::{ServerVersion, Verified, VerifyError};
@@ -103,6 +104,14 @@ impl RedisStore {
     /// so it can be logged and printed. The name of its [`Limiter::shared`](crate::Limiter::shared).
     pub fn endpoint(&self) -> &str {
         &self.inner.endpoint
+    }
+
+    /// Drops what this process cached of `key`: its refusal and its leased slice.
+    pub(crate) fn forget_cached(&self, key: &Key) {
+        if let Some(cache) = &self.inner.deny {
+            cache.forget(&key.digest());
+        }
+        self.inner.leases.forget(key.digest());
     }
 
     /// How many checks the deny cache answered instead of Redis (0 with the cache off).
@@ -296,10 +305,7 @@ impl Store for RedisStore {
     }
 
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
-        if let Some(cache) = &self.inner.deny {
-            cache.forget(&key.digest());
-        }
-        self.inner.leases.forget(key.digest());
+        self.forget_cached(key);
         let name = self.key_name(key);
         self.del(&name).await
     }

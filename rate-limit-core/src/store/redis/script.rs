@@ -23,6 +23,7 @@ pub(super) const REFUND_LUA: &str = include_str!("refund.lua");
 pub(super) const SLOTS_LUA: &str = include_str!("slots.lua");
 pub(super) const PACER_LUA: &str = include_str!("pacer.lua");
 pub(super) const FLEET_LUA: &str = include_str!("fleet.lua");
+pub(super) const FLEET_RESTORE_LUA: &str = include_str!("fleet_restore.lua");
 /// The largest cost sent: Lua's doubles stay exact below 2^52.
 const COST_CAP: u64 = 1 << 52;
 

@@ -1,0 +1,102 @@
+//! Keeping an instance in step: a read on every period, and one as soon as the store's
+//! notice of a change arrives (on Redis, a subscriber on a connection of its own).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::Fleet;
+#[cfg(feature = "redis")]
+use crate::store::any::AnyStore;
+
+/// The shortest gap between two reads a run makes, whatever the notices: a flood of
+/// notices costs each instance at most this many reads a second (50), never a stall.
+const MIN_GAP: Duration = Duration::from_millis(20);
+
+impl Fleet {
+    /// Keeps this instance in step with the store for as long as the returned future runs
+    /// (spawn it): reads the state every `period`, and at once when the store's notice of a
+    /// change arrives. On Redis a subscriber on a connection of its own receives the
+    /// notices; a notice lost (the connection broken, a failover) is healed by the next
+    /// periodic read, and the subscriber reconnects at each period until it is back
+    /// ([`Applied::listening`](super::Applied::listening) says which).
+    ///
+    /// A period of 1 s bounds the time to apply a change at a second even with no notice,
+    /// at two small reads a second per instance; with notices a change applies within a
+    /// round trip or two of its write.
+    pub async fn run(self, period: Duration) {
+        let period = period.max(MIN_GAP);
+        let wake = Arc::new(Notify::new());
+        let _listener = self.listen(period, &wake);
+        let mut next = Instant::now() + period;
+        loop {
+            if tokio::time::timeout_at(next, wake.notified())
+                .await
+                .is_err()
+            {
+                next = Instant::now() + period;
+            }
+            let _ = self.sync().await;
+            tokio::time::sleep(MIN_GAP).await;
+        }
+    }
+
+    /// Starts the subscriber, on a store that sends notices; stopped when dropped.
+    fn listen(&self, period: Duration, wake: &Arc<Notify>) -> Option<Abort> {
+        #[cfg(feature = "redis")]
+        if let AnyStore::Redis(store) = &self.store {
+            let (fleet, store, wake) = (self.clone(), store.clone(), wake.clone());
+            return Some(Abort(tokio::spawn(async move {
+                // Said once per outage, not once per period.
+                let mut said = false;
+                loop {
+                    match store.fleet_listen(period).await {
+                        Err(e) if !said => {
+                            said = true;
+                            tracing::warn!(
+                                target: "rate_limit.fleet",
+                                store = %store.endpoint(),
+                                error = %e,
+                                "no notices from the store: changes apply at each periodic read"
+                            );
+                        }
+                        Err(_) => {}
+                        Ok(feed) => {
+                            said = false;
+                            fleet.follow(feed, &wake).await;
+                        }
+                    }
+                    tokio::time::sleep(period).await;
+                }
+            })));
+        }
+        let _ = (period, wake);
+        None
+    }
+
+    /// Reads notices until the subscriber's connection ends.
+    #[cfg(feature = "redis")]
+    async fn follow(&self, mut feed: crate::store::redis::FleetFeed, wake: &Notify) {
+        self.update(|a| a.listening = true);
+        // Whatever was written while no one listened: read it now.
+        wake.notify_one();
+        while let Some(notice) = feed.next().await {
+            if let Some(event) = notice.and_then(|n| n.event) {
+                self.apply_event(&event);
+            }
+            wake.notify_one();
+        }
+        self.update(|a| a.listening = false);
+    }
+}
+
+/// A task aborted when this is dropped (the run's subscriber ends with the run).
+struct Abort(tokio::task::JoinHandle<()>);
+
+impl Drop for Abort {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
