@@ -14,6 +14,7 @@ mod exactness;
 mod faults;
 mod fleet;
 mod fleet_push;
+mod fleet_top;
 mod lease;
 mod metrics;
 mod monitor;

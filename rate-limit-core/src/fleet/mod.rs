@@ -34,11 +34,14 @@
 //! the settings it last applied until the next change.
 
 mod apply;
+mod hitters;
 mod run;
+
+pub use hitters::{Contributor, DEFAULT_HITTERS_EVERY, FleetHitters};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::limit::Limit;
@@ -110,12 +113,16 @@ pub struct Fleet {
     watchers: Arc<Mutex<Watchers>>,
     /// One read at a time: a read that finds another under way waits for it.
     reading: Arc<tokio::sync::Mutex<()>>,
+    /// This instance's name in the fleet's heavy hitters.
+    name: Arc<str>,
+    hitters_every: Duration,
 }
 
 impl std::fmt::Debug for Fleet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fleet")
             .field("store", &self.store.describe())
+            .field("name", &self.name)
             .field("limits", &self.limits.len())
             .field("applied", &self.applied())
             .finish_non_exhaustive()
@@ -139,6 +146,8 @@ impl Fleet {
             local: Arc::default(),
             watchers: Arc::default(),
             reading: Arc::default(),
+            name: hitters::random_name().into(),
+            hitters_every: DEFAULT_HITTERS_EVERY,
         }
     }
 

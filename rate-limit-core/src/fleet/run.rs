@@ -30,6 +30,7 @@ impl Fleet {
         let period = period.max(MIN_GAP);
         let wake = Arc::new(Notify::new());
         let _listener = self.listen(period, &wake);
+        let _hitters = self.share_hitters();
         let mut next = Instant::now() + period;
         loop {
             if tokio::time::timeout_at(next, wake.notified())
@@ -41,6 +42,22 @@ impl Fleet {
             let _ = self.sync().await;
             tokio::time::sleep(MIN_GAP).await;
         }
+    }
+
+    /// Starts publishing this instance's heavy hitters, on a shared store.
+    fn share_hitters(&self) -> Option<Abort> {
+        if matches!(self.store, crate::AnyStore::Memory(_)) {
+            return None;
+        }
+        let fleet = self.clone();
+        Some(Abort(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(fleet.hitters_every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                fleet.publish_hitters().await;
+            }
+        })))
     }
 
     /// Starts the subscriber, on a store that sends notices; stopped when dropped.

@@ -153,6 +153,34 @@ impl AnyStore {
         }
     }
 
+    /// Publishes an instance's heavy hitters of `limit` for `ttl` (shared stores only).
+    pub(crate) async fn top_put(
+        &self,
+        limit: &str,
+        instance: &str,
+        report: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        #[cfg(not(feature = "redis"))]
+        let _ = (limit, instance, report, ttl);
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.top_put(limit, instance, report, ttl).await,
+            _ => Err(no_fleet_state()),
+        }
+    }
+
+    /// Every instance's live heavy hitters of `limit`: instance and report.
+    pub(crate) async fn top_read(&self, limit: &str) -> Result<Vec<(String, String)>, StoreError> {
+        #[cfg(not(feature = "redis"))]
+        let _ = limit;
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(s) => s.top_read(limit).await,
+            _ => Err(no_fleet_state()),
+        }
+    }
+
     /// The fleet state's version (see [`fleet_change`](Self::fleet_change)).
     pub(crate) async fn fleet_version(&self) -> Result<u64, StoreError> {
         match self {

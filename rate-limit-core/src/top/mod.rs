@@ -4,11 +4,15 @@
 //! Turned on per limiter ([`LimiterBuilder::heavy_hitters`](crate::limiter::LimiterBuilder::heavy_hitters));
 //! read per limit ([`Limit::heavy_hitters`](crate::Limit::heavy_hitters)). Each limit keeps
 //! two sketches (use and refusals) for the current window and the one before: fixed
-//! memory per limit, whatever the number of principals. The counts are this process's
-//! (each instance keeps its own sketch; merging them across instances is not done).
+//! memory per limit, whatever the number of principals. The counts are this process's;
+//! a [`Fleet`](crate::fleet::Fleet) publishes each instance's report to the store and
+//! merges them ([`HeavyHitters::merge`], [`Fleet::heavy_hitters`](crate::fleet::Fleet::heavy_hitters)).
 //! Principals are shown as keys hold them: an API key or personal data hashed.
 
+mod fleet;
 mod sketch;
+
+pub use fleet::SHARED;
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};

@@ -29,6 +29,7 @@ mod in_flight;
 mod keys;
 mod lease;
 mod pace;
+mod top;
 
 mod script;
 mod tls;
