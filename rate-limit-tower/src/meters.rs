@@ -57,6 +57,8 @@ pub(crate) const ACCESS_LIST: &str = "access-list";
 #[cfg(feature = "metrics")]
 pub(crate) mod bans;
 #[cfg(feature = "metrics")]
+pub(crate) mod fleet;
+#[cfg(feature = "metrics")]
 mod series;
 
 #[cfg(feature = "metrics")]

@@ -7,3 +7,5 @@ pub const DEFAULT_NEAR_LIMIT: f64 = crate::meters::DEFAULT_NEAR_LIMIT;
 
 #[cfg(feature = "metrics")]
 pub use crate::meters::bans::BansActive;
+#[cfg(feature = "metrics")]
+pub use crate::meters::fleet::watch_fleet;

@@ -88,7 +88,7 @@ pub(crate) async fn answers(s: &Server, who: &str, n: usize) -> Vec<u16> {
 }
 
 /// An API call with `token`: its status and its JSON (`Null` when there is none).
-async fn call(
+pub(crate) async fn call(
     s: &Server,
     method: Method,
     path: &str,

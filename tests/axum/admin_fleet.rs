@@ -1,6 +1,10 @@
-//! The admin writing through a `Fleet`: a quota lowered through instance A's API is obeyed by
-//! instance B, each its own process state over one `redis-server`; B's API shows the version
-//! it applied; with the store down the change is refused (503) and applied nowhere.
+//! The admin writing through a `Fleet`, three instances over one store (Redis, a
+//! Cluster), each its own server, layer, limits and fleet: a quota lowered through A's API
+//! refuses on B and C within a second (measured); a ban lifted through B lets the principal
+//! through on A and C at once; access lists replaced through A deny on B; the heavy hitters
+//! read through C are merged over all three, a flooder spread over them at the top; a
+//! read-only token changes nothing; each instance's API shows the version it applied. With
+//! the store down a change is refused (503) and applied nowhere.
 
 use std::time::{Duration, Instant};
 
@@ -9,100 +13,219 @@ use axum::routing::get;
 use ratekeeper_axum::admin::{Admin, Role};
 use ratekeeper_core::fleet::Fleet;
 use ratekeeper_core::{AnyStore, Limit, Limiter, PrincipalKind};
-use ratekeeper_tests::redis::{RedisServer, down_store};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer, down_store};
 use ratekeeper_tests::{Server, client};
-use ratekeeper_tower::extract::HeaderKey;
+use ratekeeper_tower::access::Access;
+use ratekeeper_tower::extract::{ClientIp, HeaderKey};
 use ratekeeper_tower::{RateLimitLayer, Rule};
-use serde_json::Value;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
 
-use crate::admin::OPS;
+use crate::admin::{OPS, VIEWER, call, k};
 
-/// One instance: `/poll` limited per `x-key` (10 a minute), its admin through its fleet.
-async fn instance(store: AnyStore) -> (Server, Limit) {
-    let poll = Limit::fixed_window("fleet-admin-poll", 10, Duration::from_secs(60)).unwrap();
-    let fleet = Fleet::new(store.clone(), [poll.clone()]);
-    let _ = fleet.sync().await;
-    tokio::spawn(fleet.clone().run(Duration::from_millis(100)));
-    let key = HeaderKey::new("x-key".parse().unwrap(), PrincipalKind::User);
-    let layer = RateLimitLayer::new(Limiter::new(store)).rule(Rule::new(poll.clone(), key));
+const LIMIT: &str = "fleet-admin-poll";
+
+struct Instance {
+    server: Server,
+    poll: Limit,
+    fleet: Fleet,
+}
+
+/// `/poll` limited per `x-key` (10 a minute) behind a ban (2 refusals in a minute ban for
+/// a minute) and access lists; its admin through its fleet.
+async fn instance(store: AnyStore, name: &str) -> Instance {
+    let minute = Duration::from_secs(60);
+    let poll = Limit::fixed_window(LIMIT, 10, minute).unwrap();
+    let ban = Limit::ban("fleet-admin-ban", 2, minute, minute).unwrap();
+    let fleet = Fleet::new(store.clone(), [poll.clone(), ban.clone()])
+        .named(name)
+        .unwrap()
+        .hitters_every(Duration::from_millis(200));
+    fleet.sync().await.unwrap();
+    tokio::spawn(fleet.clone().run(Duration::from_millis(500)));
+    let key = || HeaderKey::new("x-key".parse().unwrap(), PrincipalKind::ApiKey);
+    let limiter = Limiter::builder(store).heavy_hitters().build().unwrap();
+    let layer = RateLimitLayer::new(limiter)
+        .access(Access::new(ClientIp::new()))
+        .rule(Rule::new(ban, key()))
+        .rule(Rule::new(poll.clone(), key()));
+    serve(layer, poll, fleet).await
+}
+
+/// `/poll` behind `layer`, and the admin over it through `fleet`.
+async fn serve(layer: RateLimitLayer, poll: Limit, fleet: Fleet) -> Instance {
     let admin = Admin::builder()
         .token("ops", OPS, Role::ReadWrite)
+        .token("viewer", VIEWER, Role::ReadOnly)
         .layer(&layer)
-        .fleet(fleet)
+        .fleet(fleet.clone())
         .build()
         .unwrap();
     let app = Router::new()
         .route("/poll", get(|| async { "{}" }).route_layer(layer))
         .merge(admin.router());
-    (Server::start(app).await.unwrap(), poll)
+    Instance {
+        server: Server::start(app).await.unwrap(),
+        poll,
+        fleet,
+    }
 }
 
-async fn set_quota(s: &Server, quota: u64) -> reqwest::Response {
-    client()
-        .put(s.url("/admin/api/limits/fleet-admin-poll/quota"))
-        .bearer_auth(OPS)
-        .header("content-type", "application/json")
-        .body(format!("{{\"quota\": {quota}}}"))
+async fn poll(i: &Instance, who: &str) -> u16 {
+    let r = client()
+        .get(i.server.url("/poll"))
+        .header("x-key", who)
         .send()
         .await
-        .unwrap()
+        .unwrap();
+    let st = r.status().as_u16();
+    assert_ne!(st, 500, "{}", r.text().await.unwrap());
+    st
+}
+
+async fn put(i: &Instance, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    call(&i.server, Method::PUT, path, Some(token), Some(body)).await
+}
+
+/// Waits until every instance applied `version`, at most 2 s; how long it took.
+async fn applied(all: &[&Instance], version: u64) -> Duration {
+    let t0 = Instant::now();
+    while !all.iter().all(|i| i.fleet.applied().version >= version) {
+        assert!(t0.elapsed() < Duration::from_secs(2), "not applied in 2 s");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    t0.elapsed()
+}
+
+async fn three_instances(store: impl Fn() -> AnyStore, tag: &str) {
+    let a = instance(store(), &format!("{tag}-a")).await;
+    let b = instance(store(), &format!("{tag}-b")).await;
+    let c = instance(store(), &format!("{tag}-c")).await;
+    let quota = format!("/limits/{LIMIT}/quota");
+    // A read-only token changes nothing.
+    let (st, _) = put(&a, VIEWER, &quota, json!({"quota": 1})).await;
+    assert_eq!(st, 403);
+    assert_eq!(a.fleet.applied().version, 0);
+    // A quota lowered through A: refused on B and C within a second.
+    let (st, _) = put(&a, OPS, &quota, json!({"quota": 2})).await;
+    assert_eq!(st, 200);
+    let v = a.fleet.applied().version;
+    let took = applied(&[&b, &c], v).await;
+    println!("{tag}: quota 10 → 2 through A's API, applied by B and C in {took:?}");
+    assert!(took < Duration::from_secs(1));
+    assert_eq!(b.poll.quota(), 2);
+    for (i, u) in [(&b, "u-b"), (&c, "u-c")] {
+        assert_eq!(
+            [poll(i, u).await, poll(i, u).await, poll(i, u).await],
+            [200, 200, 429]
+        );
+    }
+    let (_, limits) = call(&c.server, Method::GET, "/limits", Some(VIEWER), None).await;
+    assert_eq!(limits["fleet"]["version"], v, "{limits}");
+    assert_eq!(limits["fleet"]["listening"], true, "{limits}");
+    assert_eq!(limits["fleet"]["instance"], format!("{tag}-c"), "{limits}");
+    // Banned on A (its quota spent, then two refusals), refused on C as well.
+    while poll(&a, "mallory").await == 200 {}
+    poll(&a, "mallory").await;
+    assert_ne!(poll(&c, "mallory").await, 200);
+    // Lifted through B (and its count reset): through at once on A and C.
+    let lift = format!("/bans/fleet-admin-ban/{}", k("mallory"));
+    let (st, _) = call(&b.server, Method::DELETE, &lift, Some(OPS), None).await;
+    assert_eq!(st, 204);
+    let reset = format!("/limits/{LIMIT}/principals/{}", k("mallory"));
+    let (st, _) = call(&b.server, Method::DELETE, &reset, Some(OPS), None).await;
+    assert_eq!(st, 204);
+    applied(&[&a, &c], b.fleet.applied().version).await;
+    assert_eq!(
+        [poll(&a, "mallory").await, poll(&c, "mallory").await],
+        [200, 200]
+    );
+    // Access lists replaced through A: B denies.
+    let deny = json!({"deny": {"addresses": ["127.0.0.1"]}});
+    let (st, _) = put(&a, OPS, "/access", deny).await;
+    assert_eq!(st, 200);
+    applied(&[&b, &c], a.fleet.applied().version).await;
+    assert_eq!(poll(&b, "someone").await, 403);
+    let (_, lists) = call(&c.server, Method::GET, "/access", Some(VIEWER), None).await;
+    assert_eq!(lists["deny"]["addresses"][0], "127.0.0.1", "{lists}");
+    put(&b, OPS, "/access", json!({})).await;
+    applied(&[&a, &c], b.fleet.applied().version).await;
+    // Heavy hitters: a flooder spread over the three, under each one's own loudest.
+    put(&a, OPS, &quota, json!({"quota": 1000})).await;
+    applied(&[&b, &c], a.fleet.applied().version).await;
+    for (i, loud) in [(&a, "loud-a"), (&b, "loud-b"), (&c, "loud-c")] {
+        for _ in 0..12 {
+            poll(i, loud).await;
+        }
+        for _ in 0..8 {
+            poll(i, "flooder").await;
+        }
+    }
+    let t0 = Instant::now();
+    let top = loop {
+        let path = format!("/limits/{LIMIT}/top?n=3");
+        let (_, top) = call(&c.server, Method::GET, &path, Some(VIEWER), None).await;
+        if top["by_use"][0]["principal"] == k("flooder").as_str()
+            && top["instances"].as_array().unwrap().len() == 3
+        {
+            break top;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3), "{top}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    println!("{tag}: merged top through C's API: {}", top["by_use"]);
+    assert_eq!(top["scope"], "fleet");
+    assert_eq!(
+        top["by_use"][0]["guaranteed"], 24,
+        "8 on each of three: {top}"
+    );
 }
 
 #[tokio::test]
-async fn a_quota_lowered_through_one_instances_admin_is_obeyed_by_another() {
+async fn three_instances_obey_one_admin_on_redis() {
     let redis = RedisServer::start();
-    let (a, _) = instance(redis.store()).await;
-    let (b, b_poll) = instance(redis.store()).await;
-    assert_eq!(set_quota(&a, 2).await.status(), 200);
-    let t0 = Instant::now();
-    while b_poll.quota() != 2 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(1),
-            "B did not apply it within 1 s"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let status = |who: &'static str| {
-        let b = &b;
-        async move {
-            client()
-                .get(b.url("/poll"))
-                .header("x-key", who)
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        }
-    };
-    assert_eq!(
-        [status("u").await, status("u").await, status("u").await],
-        [200, 200, 429]
-    );
-    let limits = client()
-        .get(b.url("/admin/api/limits"))
-        .bearer_auth(OPS)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let limits: Value = serde_json::from_str(&limits).unwrap();
-    assert_eq!(limits["limits"][0]["quota"], 2, "{limits}");
-    assert!(
-        limits["fleet"]["version"].as_u64().unwrap() >= 1,
-        "{limits}"
-    );
-    assert!(limits["fleet"]["applied_at"].as_u64().is_some(), "{limits}");
+    three_instances(|| redis.store(), "admin-redis").await;
+}
+
+#[tokio::test]
+async fn three_instances_obey_one_admin_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    three_instances(|| cluster.store(), "admin-cluster").await;
 }
 
 #[tokio::test]
 async fn with_the_store_down_a_change_is_refused_and_applied_nowhere() {
-    let (a, poll) = instance(down_store()).await;
-    let r = set_quota(&a, 2).await;
-    assert_eq!(r.status(), 503);
-    let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    let a = instance_down().await;
+    let (st, body) = put(
+        &a,
+        OPS,
+        &format!("/limits/{LIMIT}/quota"),
+        json!({"quota": 2}),
+    )
+    .await;
+    assert_eq!(st, 503);
     assert_eq!(body["code"], "admin.store_unavailable", "{body}");
-    assert_eq!(poll.quota(), 10, "not applied here either");
+    assert_eq!(a.poll.quota(), 10, "not applied here either");
+    let (st, _) = put(
+        &a,
+        OPS,
+        "/access",
+        json!({"deny": {"addresses": ["10.0.0.0/8"]}}),
+    )
+    .await;
+    assert_eq!(st, 503);
+    let (_, lists) = call(&a.server, Method::GET, "/access", Some(VIEWER), None).await;
+    assert_eq!(lists["deny"]["addresses"], json!([]), "{lists}");
+}
+
+async fn instance_down() -> Instance {
+    let store = down_store();
+    let minute = Duration::from_secs(60);
+    let poll = Limit::fixed_window(LIMIT, 10, minute).unwrap();
+    let fleet = Fleet::new(store.clone(), [poll.clone()]);
+    let key = HeaderKey::new("x-key".parse().unwrap(), PrincipalKind::ApiKey);
+    let layer = RateLimitLayer::new(Limiter::new(store))
+        .access(Access::new(ClientIp::new()))
+        .rule(Rule::new(poll.clone(), key));
+    serve(layer, poll, fleet).await
 }

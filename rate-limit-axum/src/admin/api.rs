@@ -6,7 +6,6 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use ratekeeper_core::top::{HeavyHitters, Hitter};
 use ratekeeper_core::{ConfigError, Limit, Principal, Store};
 use ratekeeper_tower::access::List;
 use serde::Deserialize;
@@ -14,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::Admin;
 use super::auth::{audit, error};
+use super::shared::{AccessBody, ListBody, ListError};
 
 type Answer = Result<Response, Response>;
 
@@ -83,14 +83,8 @@ pub(super) async fn limits(State(a): State<Admin>, h: HeaderMap) -> Answer {
     a.bearer(&h)?;
     let all: Vec<Value> = a.inner.limits.iter().map(limit_json).collect();
     let mut out = json!({ "limits": all });
-    if let Some(f) = &a.inner.fleet {
-        let applied = f.applied();
-        let at = applied
-            .at
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_secs());
-        out["fleet"] =
-            json!({ "version": applied.version, "applied_at": at, "error": applied.error });
+    if let Some(f) = a.fleet_json() {
+        out["fleet"] = f;
     }
     Ok(Json(out).into_response())
 }
@@ -208,11 +202,9 @@ async fn reset_key(a: &Admin, h: &HeaderMap, name: &str, who_text: &str, action:
     let who = a.writer(h)?;
     let limit = a.find(name)?;
     let p = principal(who_text)?;
-    a.inner
-        .store
-        .reset(&limit.key(p.clone()))
+    a.reset_principal(limit, &p)
         .await
-        .map_err(|e| store_down(&e))?;
+        .map_err(|e| fleet_error(&e))?;
     audit(&who, action, name, p.as_str(), "");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -238,45 +230,6 @@ pub(super) struct TopQuery {
     n: Option<usize>,
 }
 
-pub(super) fn top_json(l: &Limit, n: usize) -> Value {
-    let Some(t) = l.heavy_hitters(n) else {
-        return json!({ "limit": l.name(), "tracked": false });
-    };
-    // Each count with its bounds: `guaranteed` ..= `count` holds the truth, and a hitter
-    // `stands_out` only when it surely used more than any principal not listed.
-    let list = |v: &[Hitter], unlisted: u64| -> Value {
-        let hitters: Vec<Value> = v
-            .iter()
-            .map(|h| {
-                json!({
-                    "principal": h.principal().as_str(),
-                    "count": h.count(),
-                    "error": h.error(),
-                    "guaranteed": h.guaranteed(),
-                    "stands_out": HeavyHitters::stands_out(h, unlisted),
-                })
-            })
-            .collect();
-        Value::from(hitters)
-    };
-    let apart =
-        |v: &[Hitter], unlisted: u64| v.iter().any(|h| HeavyHitters::stands_out(h, unlisted));
-    json!({
-        "limit": l.name(),
-        "tracked": true,
-        "by_use": list(&t.by_use, t.unlisted_use),
-        "by_refusals": list(&t.by_refusals, t.unlisted_refusals),
-        "unlisted_use_at_most": t.unlisted_use,
-        "unlisted_refusals_at_most": t.unlisted_refusals,
-        "by_use_tells_apart": apart(&t.by_use, t.unlisted_use),
-        "by_refusals_tells_apart": apart(&t.by_refusals, t.unlisted_refusals),
-        "used": t.used,
-        "refused": t.refused,
-        "span_seconds": t.span.as_secs_f64(),
-        "capacity": t.capacity,
-    })
-}
-
 pub(super) async fn top(
     State(a): State<Admin>,
     h: HeaderMap,
@@ -285,7 +238,8 @@ pub(super) async fn top(
 ) -> Answer {
     a.bearer(&h)?;
     let limit = a.find(&name)?;
-    Ok(Json(top_json(limit, q.n.unwrap_or(10).min(100))).into_response())
+    let n = q.n.unwrap_or(10).min(100);
+    Ok(Json(a.top_value(limit, n).await).into_response())
 }
 
 /// Every ban in force, by ban limit.
@@ -330,33 +284,9 @@ pub(super) async fn access(State(a): State<Admin>, h: HeaderMap) -> Answer {
     Ok(Json(json!({ "allow": list_json(&allow), "deny": list_json(&deny) })).into_response())
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ListBody {
-    #[serde(default)]
-    addresses: Vec<String>,
-    #[serde(default)]
-    principals: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AccessBody {
-    #[serde(default)]
-    allow: ListBody,
-    #[serde(default)]
-    deny: ListBody,
-}
-
 fn to_list(b: &ListBody) -> Result<List, Response> {
-    let ps = b
-        .principals
-        .iter()
-        .map(|p| principal(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(List::parse(&b.addresses)
-        .map_err(|e| config(&e))?
-        .with_principals(ps))
+    b.to_list()
+        .map_err(|ListError(code, why)| error(StatusCode::BAD_REQUEST, code, &why))
 }
 
 pub(super) async fn set_access(State(a): State<Admin>, h: HeaderMap, b: Bytes) -> Answer {
@@ -365,7 +295,9 @@ pub(super) async fn set_access(State(a): State<Admin>, h: HeaderMap, b: Bytes) -
     let lists: AccessBody = body(&b)?;
     let (allow, deny) = (to_list(&lists.allow)?, to_list(&lists.deny)?);
     let summary = format!("allow {} deny {}", allow.len(), deny.len());
-    access.replace(allow, deny);
+    a.replace_access(access, &lists, (allow, deny))
+        .await
+        .map_err(|e| fleet_error(&e))?;
     audit(&who, "replace_access_lists", "access-list", "", &summary);
     let (allow, deny) = access.lists();
     Ok(Json(json!({ "allow": list_json(&allow), "deny": list_json(&deny) })).into_response())

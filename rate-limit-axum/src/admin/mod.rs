@@ -29,22 +29,24 @@
 //!
 //! | method and path | does |
 //! |---|---|
-//! | `GET api/limits` | every limit: algorithm, quota, window, overrides, whether heavy hitters are tracked |
-//! | `PUT api/limits/{limit}/quota` `{"quota": n}` | changes the quota (this instance) |
-//! | `PUT api/limits/{limit}/overrides/{principal}` `{"quota": n}` | a principal's own quota (this instance) |
+//! | `GET api/limits` | every limit: algorithm, quota, window, overrides, whether heavy hitters are tracked; with a fleet, `"fleet"`: the version this instance applied, when, the last error, whether notices arrive |
+//! | `PUT api/limits/{limit}/quota` `{"quota": n}` | changes the quota (every instance with a fleet, else this one) |
+//! | `PUT api/limits/{limit}/overrides/{principal}` `{"quota": n}` | a principal's own quota (the same) |
 //! | `DELETE api/limits/{limit}/overrides/{principal}` | removes it |
 //! | `GET api/limits/{limit}/principals/{principal}` | peeks: remaining, reset, banned (no unit spent) |
 //! | `DELETE api/limits/{limit}/principals/{principal}` | resets the principal's count (or lifts its ban) in the store |
-//! | `GET api/limits/{limit}/top?n=10` | the heavy hitters, by use and by refusals ([`ratekeeper_core::top`]) |
+//! | `GET api/limits/{limit}/top?n=10` | the heavy hitters, by use and by refusals ([`ratekeeper_core::top`]); with a fleet merged over every instance (`"scope": "fleet"`, `"instances"`) |
 //! | `GET api/bans` | every ban in force, by ban limit, with the time left |
 //! | `DELETE api/bans/{limit}/{principal}` | lifts a ban |
 //! | `GET api/access` / `PUT api/access` | the allow and deny lists: `{"allow": {"addresses": […], "principals": […]}, "deny": {…}}` |
 //!
 //! A principal is written as it renders ([`Principal::as_str`](ratekeeper_core::Principal::as_str)):
 //! `ip:203.0.113.7`, `p:alice`, and a secret kind by its hash (`k:~3f…`, as the bans and
-//! heavy hitters show it). Changes to quotas, overrides and lists hold in this instance
-//! (the parameters travel with each check, so the store keeps none); resets and lifted
-//! bans act in the store, for every instance. Each change is logged as the audit event
+//! heavy hitters show it). **With a fleet** ([`AdminBuilder::fleet`]) changes to quotas,
+//! overrides and lists are made for every instance that shares the store, within a second
+//! (see [`ratekeeper_core::fleet`]); without one they hold in this instance (the
+//! parameters travel with each check). Resets and lifted bans act in the store, for every
+//! instance, either way. Each change is logged as the audit event
 //! `rate_limit.admin_change`: what, on what, by which token's name, when.
 //!
 //! **Secure by default**: building without a token is an error (`admin.invalid`); tokens
@@ -85,6 +87,7 @@ mod api;
 mod auth;
 mod gate;
 mod page;
+mod shared;
 
 use std::sync::Arc;
 
@@ -197,10 +200,15 @@ impl AdminBuilder {
         self
     }
 
-    /// Quota and override changes go through `fleet`: written to the store, versioned, and
-    /// applied by every instance sharing it (run [`Fleet::run`](ratekeeper_core::fleet::Fleet::run)
-    /// on each). Without one they change this instance only. `GET /limits` then shows
-    /// the version this instance applied, and when.
+    /// Changes go through `fleet`, for every instance sharing its store (run
+    /// [`Fleet::run`](ratekeeper_core::fleet::Fleet::run) on each): quotas, overrides and
+    /// the access lists are written to the store, versioned, and applied by every instance;
+    /// resets and lifted bans reach every instance's cache at once; the heavy hitters are
+    /// merged over every instance. A change the store cannot take is 503
+    /// `admin.store_unavailable` and applied nowhere. Without one, quotas, overrides and
+    /// lists change this instance only. `GET /limits` and the page show the version this
+    /// instance applied, when, and whether notices arrive; with feature `metrics` so do
+    /// the gauges of [`watch_fleet`](ratekeeper_tower::metrics::watch_fleet).
     pub fn fleet(mut self, fleet: ratekeeper_core::fleet::Fleet) -> Self {
         self.fleet = Some(fleet);
         self
@@ -306,6 +314,13 @@ impl AdminBuilder {
                 "admin.mount",
                 "a path: `/` then letters, digits, - _ /",
             ));
+        }
+        if let (Some(f), Some(a)) = (&self.fleet, &self.access) {
+            shared::follow_access(f, a);
+        }
+        #[cfg(feature = "metrics")]
+        if let Some(f) = &self.fleet {
+            ratekeeper_tower::metrics::watch_fleet(f);
         }
         Ok(Admin {
             inner: Arc::new(Inner {

@@ -8,11 +8,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::{Extension, Form};
-use ratekeeper_core::{Principal, Store};
+use ratekeeper_core::Principal;
 use serde::Deserialize;
 
 use super::Admin;
-use super::api::{bans_json, top_json};
+use super::api::bans_json;
 use super::auth::{COOKIE, Caller, Client, Role, SESSION, Session, audit, cookie, same};
 
 /// `&`, `<`, `>`, `"` and `'` escaped.
@@ -136,11 +136,35 @@ async fn render(a: &Admin, caller: &Caller, session: Option<&Session>) -> Result
             esc(c)
         );
     }
+    fleet_line(&mut b, a);
     limits_section(&mut b, a, &m, csrf);
-    hitters_section(&mut b, a);
+    hitters_section(&mut b, a).await;
     bans_section(&mut b, a, &m, csrf).await?;
     lists_section(&mut b, a);
     Ok(b)
+}
+
+/// The fleet state this instance applied: a straggler shows an older version than the
+/// others, or an error.
+fn fleet_line(b: &mut String, a: &Admin) {
+    let Some(f) = a.fleet_json() else { return };
+    let _ = write!(
+        b,
+        "<p class=fleet>Instance <b>{}</b>: fleet settings version <b>{}</b>{}{}.</p>",
+        esc(f["instance"].as_str().unwrap_or("")),
+        f["version"],
+        f["applied_at"]
+            .as_u64()
+            .map_or_else(String::new, |t| format!(", applied at {t} (Unix time)")),
+        match f["error"].as_str() {
+            Some(e) => format!(
+                ", <span class=err>cut off from the store: {}</span>",
+                esc(e)
+            ),
+            None if f["listening"] == true => ", changes arrive as they are made".to_owned(),
+            None => ", changes arrive at each periodic read".to_owned(),
+        }
+    );
 }
 
 fn limits_section(b: &mut String, a: &Admin, m: &str, csrf: Option<&str>) {
@@ -176,16 +200,27 @@ fn limits_section(b: &mut String, a: &Admin, m: &str, csrf: Option<&str>) {
 /// Each limit's heavy hitters, every count with its bounds (the truth is between what is
 /// guaranteed and the count), ranked by what is guaranteed, and a word when the report
 /// cannot tell the listed principals from the rest.
-fn hitters_section(b: &mut String, a: &Admin) {
-    b.push_str("<h2>Heavy hitters (this instance)</h2>");
+async fn hitters_section(b: &mut String, a: &Admin) {
+    b.push_str("<h2>Heavy hitters</h2>");
     for l in &a.inner.limits {
-        let t = top_json(l, 10);
+        let t = a.top_value(l, 10).await;
         if t["tracked"] != true {
             continue;
         }
+        let from = match t["instances"].as_array() {
+            Some(who) => {
+                let names: Vec<String> = who
+                    .iter()
+                    .filter_map(|c| c["instance"].as_str())
+                    .map(esc)
+                    .collect();
+                format!("every instance that reported: {}", names.join(", "))
+            }
+            None => "this instance".to_owned(),
+        };
         let _ = write!(
             b,
-            "<h3>{}</h3><table><tr><th>by use</th><th>used (at least – at most)</th>\
+            "<h3>{} <small>({from})</small></h3><table><tr><th>by use</th><th>used (at least – at most)</th>\
              <th>by refusals</th><th>refused (at least – at most)</th></tr>",
             esc(l.name())
         );
@@ -455,7 +490,7 @@ pub(super) async fn lift(
             doc("Error", "<p class=err>No such ban.</p>"),
         );
     };
-    if let Err(e) = a.inner.store.reset(&limit.key(p.clone())).await {
+    if let Err(e) = a.reset_principal(limit, &p).await {
         return html(
             StatusCode::SERVICE_UNAVAILABLE,
             doc(
