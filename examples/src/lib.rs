@@ -53,6 +53,7 @@ pub async fn verify_env(env: &StoreEnv) -> Option<Result<Verified, VerifyError>>
             target: "rate_limit.example.verified",
             server = %v.server.as_ref().map_or_else(|| "not told (INFO refused)".to_owned(), ToString::to_string),
             eviction = ?v.eviction_policies,
+            fleet_missing = ?v.fleet_missing,
             "the Redis store is ready"
         ),
         Err(e) => tracing::error!(

@@ -1,6 +1,7 @@
 //! The compatibility matrix (`scripts/servers.sh` installs it, pinned): every script runs
 //! on each server — the conformance suite (chains, every algorithm, bans), in-flight slots,
-//! the shared pacer, de-duplication — and on Redis 6.2 a write it refuses is a refusal, not
+//! the shared pacer, de-duplication, the fleet's changes, notices, restore and heavy
+//! hitters — and on Redis 6.2 a write it refuses is a refusal, not
 //! an unknown. Every script runs under `MONITOR` there, and each command it ran names only
 //! keys its call declared (what Dragonfly requires; `dragonfly.rs`). A 3-master Cluster
 //! and Sentinel run on Valkey as on Redis 7 (`node_down.rs`, `sentinel.rs`). A missing
@@ -124,6 +125,8 @@ async fn every_script_runs_on(kind: Matrix, test: &str) {
     assert!(redis.first_seen("compat-delivery", day).await.unwrap());
     assert!(!redis.first_seen("compat-delivery", day).await.unwrap());
 
+    fleet_scripts(&store, &server).await;
+
     // Every script ran, and touched only the keys its call declared (Dragonfly's rule).
     let shas = crate::dragonfly::scripts()
         .into_iter()
@@ -135,7 +138,47 @@ async fn every_script_runs_on(kind: Matrix, test: &str) {
         })
         .collect();
     let ran = crate::dragonfly::assert_only_declared_keys(&monitor.finish(), &shas);
-    assert_eq!(ran.len(), 4, "scripts seen: {ran:?}");
+    assert_eq!(ran.len(), 7, "scripts seen: {ran:?}");
+}
+
+/// The fleet's scripts: a change and its notice (fleet.lua), an event, the state put back
+/// after the server lost it (fleet_restore.lua), a heavy-hitters report (top_put.lua).
+pub(crate) async fn fleet_scripts(store: &AnyStore, server: &ratekeeper_tests::redis::RedisServer) {
+    use ratekeeper_core::fleet::Fleet;
+    let minute = Duration::from_secs(60);
+    let limit = Limit::fixed_window("compat-fleet", 10, minute).unwrap();
+    let ban = Limit::ban("compat-fleet-ban", 1, minute, minute).unwrap();
+    let tracked = Limiter::builder(store.clone())
+        .heavy_hitters()
+        .build()
+        .unwrap();
+    let chain = Chain::new().check(&limit, Principal::user("ada"));
+    tracked.check(&chain, FailurePolicy::Closed).await;
+    let fleet = Fleet::new(store.clone(), [limit.clone(), ban])
+        .named("compat")
+        .unwrap()
+        .hitters_every(Duration::from_millis(100));
+    let run = tokio::spawn(fleet.clone().run(Duration::from_millis(100)));
+    let t0 = std::time::Instant::now();
+    let report = "rl:v2:{x.top}:compat-fleet:compat";
+    while !fleet.applied().listening || server.cli(&["EXISTS", report]).trim() != "1" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "no notices or no report"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fleet.set_quota("compat-fleet", 5).await.unwrap();
+    assert_eq!(limit.quota(), 5);
+    fleet
+        .lift_ban("compat-fleet-ban", &Principal::user("ada"))
+        .await
+        .unwrap();
+    let hash = "rl:v2:{x.fleet}:runtime";
+    server.cli(&["DEL", hash]);
+    fleet.sync().await.unwrap();
+    assert_eq!(server.cli(&["HGET", hash, "q:compat-fleet"]).trim(), "5");
+    run.abort();
 }
 
 /// At its memory cap under `noeviction`, Redis 6.2 refuses the script's first write and

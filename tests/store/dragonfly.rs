@@ -14,10 +14,18 @@ use crate::monitor::{Seen, commands};
 /// The scripts' sources, by file name.
 pub(crate) fn scripts() -> Vec<(&'static str, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rate-limit-core/src/store/redis");
-    ["chain.lua", "refund.lua", "slots.lua", "pacer.lua"]
-        .into_iter()
-        .map(|name| (name, std::fs::read_to_string(dir.join(name)).unwrap()))
-        .collect()
+    [
+        "chain.lua",
+        "refund.lua",
+        "slots.lua",
+        "pacer.lua",
+        "fleet.lua",
+        "fleet_restore.lua",
+        "top_put.lua",
+    ]
+    .into_iter()
+    .map(|name| (name, std::fs::read_to_string(dir.join(name)).unwrap()))
+    .collect()
 }
 
 /// Every command a script ran (the `[db lua]` lines after its `EVAL`/`EVALSHA`) names only
@@ -70,8 +78,9 @@ pub(crate) fn assert_only_declared_keys(
 /// The keys of one command a script runs (its key positions, as `COMMAND INFO` gives them).
 fn keys_of<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
     match name {
-        "TIME" => &[],
+        "TIME" | "PUBLISH" => &[],
         "MGET" => args,
+        "HGET" | "HSET" | "HDEL" | "HINCRBY" | "DEL" => &args[..1],
         "GET" | "SET" | "ZADD" | "ZREM" | "ZREMRANGEBYSCORE" | "ZCARD" | "ZSCORE" | "ZRANGE"
         | "PEXPIRE" => &args[..1],
         other => panic!("a script ran {other}: add its key positions here"),

@@ -249,3 +249,41 @@ async fn a_flood_of_changes_leaves_checks_answered() {
     );
     assert!(admitted(&b, "q", 1).await == 1);
 }
+
+/// Notices forged on the store's channel: a version far ahead, a replayed one, an event
+/// for a limit not run, a lift of a principal still banned, noise. Each prompts a read of
+/// the state's own version at most: nothing is applied that the state does not hold, and
+/// the ban stays (the store holds it).
+#[tokio::test]
+async fn a_forged_notice_applies_nothing_the_state_does_not_hold() {
+    let redis = RedisServer::start();
+    let name = "forged";
+    let [a, b, _c] = three(&|| redis.store(), name, LONG).await;
+    a.fleet.set_quota(name, 3).await.unwrap();
+    within(|| b.limit.quota() == 3).await;
+    let v = b.fleet.applied().version;
+    let ban = b.fleet.limit(&format!("{name}-ban")).unwrap().clone();
+    let who = Principal::participant("victim");
+    let chain = Chain::new()
+        .check(&ban, who.clone())
+        .check(&b.limit, who.clone());
+    let banned = async || {
+        b.limiter
+            .store()
+            .check(&chain)
+            .await
+            .unwrap()
+            .denied_by()
+            .is_some_and(|(_, d)| d.is_ban())
+    };
+    while !banned().await {}
+    let channel = "rl:v2:{x.fleet}:changes";
+    let lift = format!("{} lift {name}-ban p:victim", v + 1);
+    for forged in ["999999", "1", "1 lift no-such p:x", "noise", lift.as_str()] {
+        redis.cli(&["PUBLISH", channel, forged]);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(b.fleet.applied().version, v, "no version but the state's");
+    assert_eq!(b.limit.quota(), 3);
+    assert!(banned().await, "still banned: the store holds the ban");
+}

@@ -15,6 +15,7 @@ pub(crate) const LIMITER_ACL: &[&str] = &[
     "resetkeys",
     "~rl:*",
     "resetchannels",
+    "&rl:*",
     "-@all",
     "+evalsha",
     "+eval",
@@ -31,6 +32,13 @@ pub(crate) const LIMITER_ACL: &[&str] = &[
     "+zrem",
     "+zremrangebyscore",
     "+zscore",
+    "+hget",
+    "+hgetall",
+    "+hset",
+    "+hincrby",
+    "+hdel",
+    "+publish",
+    "+subscribe",
     "+info",
     "+config|get",
 ];
@@ -128,11 +136,14 @@ async fn a_user_with_the_readme_acl_passes_and_runs_the_suite() {
     for kind in [Matrix::Redis7_0, Matrix::Redis6_2] {
         let server = kind.start("a_user_with_the_readme_acl_passes_and_runs_the_suite");
         let store = user_with(&server, "limiter", LIMITER_ACL);
-        store
+        let verified = store
             .verify()
             .await
             .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
-        crate::conformance::suite(&AnyStore::Redis(store)).await;
+        assert!(verified.fleet_missing.is_empty(), "{kind:?}: {verified:?}");
+        let store = AnyStore::Redis(store);
+        crate::conformance::suite(&store).await;
+        crate::compat::fleet_scripts(&store, &server).await;
     }
 }
 
@@ -171,6 +182,11 @@ async fn a_user_missing_a_permission_is_told_which() {
             panic!("{err}")
         };
         assert_eq!(missing, &["keys".to_owned()], "{kind:?}");
+
+        // What only a fleet needs fails nothing, and is named.
+        let store = user_with(&server, "no-fleet", &without(&["&rl:*", "+hset"]));
+        let verified = store.verify().await.unwrap();
+        assert_eq!(verified.fleet_missing, ["channels", "hset"], "{kind:?}");
     }
 }
 

@@ -19,7 +19,7 @@ if ARGV[1] == 'set' then
 elseif ARGV[1] == 'del' then
   redis.call('HDEL', KEYS[1], ARGV[2])
 end
-local message = tostring(v)
+local message = string.format('%d', v)
 if ARGV[5] ~= '' then
   message = message .. ' ' .. ARGV[5]
 end

@@ -9,9 +9,9 @@ if cur >= v then
   return cur
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], '#v', v)
+redis.call('HSET', KEYS[1], '#v', ARGV[1])
 for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-redis.call('PUBLISH', ARGV[2], tostring(v))
+redis.call('PUBLISH', ARGV[2], ARGV[1])
 return v

@@ -25,6 +25,11 @@ pub struct Verified {
     /// Every master's `maxmemory-policy`; `None` when `CONFIG GET` was refused or renamed
     /// (managed services): not checked, and said once in the log (`rate_limit.redis_eviction`).
     pub eviction_policies: Option<Vec<String>>,
+    /// What a [`Fleet`](crate::fleet::Fleet) over this store needs that the user may not
+    /// do (`hset`, `publish`, `channels`…): empty when it may do it all. Only a fleet needs
+    /// these, so they fail no check; a fleet without them refuses changes (or, without
+    /// notices, applies them at each periodic read).
+    pub fleet_missing: Vec<String>,
 }
 
 /// A server's name and version, from `INFO server`.
@@ -111,6 +116,11 @@ impl RedisStore {
     /// would itself need a permission the store's user should not have. The probe's keys
     /// expire within two seconds.
     ///
+    /// What only a [`Fleet`](crate::fleet::Fleet) needs (hash commands, `PUBLISH`, the
+    /// channel pattern) is probed the same way but fails nothing: it is
+    /// [`Verified::fleet_missing`]. `SUBSCRIBE` is not probed (it would take over the
+    /// connection); a fleet without it says so once.
+    ///
     /// A store used without it works the same: its first failure is logged, and each check
     /// follows its rule's failure policy.
     pub async fn verify(&self) -> Result<Verified, VerifyError> {
@@ -124,10 +134,16 @@ impl RedisStore {
         // a script does not (`can't run this command or subcommand`). Then each script.
         refusals(self.commands().await)?;
         refusals(self.probes().await)?;
+        let fleet_missing = match refusals(self.fleet_commands().await) {
+            Ok(()) => Vec::new(),
+            Err(VerifyError::Permission { missing }) => missing,
+            Err(e) => return Err(e),
+        };
         let eviction_policies = self.check_eviction_policy().await.ok();
         Ok(Verified {
             server,
             eviction_policies,
+            fleet_missing,
         })
     }
 
@@ -182,13 +198,35 @@ impl RedisStore {
             ("DEL", &[&name]),
             ("SCAN", &["0", "MATCH", &name, "COUNT", "10"]),
         ];
+        self.each(&name, &commands).await
+    }
+
+    /// Every command a fleet sends (its state, its notices, on a channel under the prefix,
+    /// and its reports), each alone, on a key of the probe's own.
+    async fn fleet_commands(&self) -> Vec<Result<(), StoreError>> {
+        let name = format!("{}:{{verify-{}}}:h", self.inner.prefix, std::process::id());
+        let commands: [(&str, &[&str]); 8] = [
+            ("HINCRBY", &[&name, "#v", "1"]),
+            ("PEXPIRE", &[&name, "2000"]),
+            ("HSET", &[&name, "f", "1"]),
+            ("HGET", &[&name, "f"]),
+            ("HGETALL", &[&name]),
+            ("HDEL", &[&name, "f"]),
+            ("DEL", &[&name]),
+            ("PUBLISH", &[&name, "0"]),
+        ];
+        self.each(&name, &commands).await
+    }
+
+    /// Sends each command alone (routed by `name` on a Cluster).
+    async fn each(&self, name: &str, commands: &[(&str, &[&str])]) -> Vec<Result<(), StoreError>> {
         let mut out = Vec::new();
         for (command, args) in commands {
             let mut cmd = redis::cmd(command);
-            for a in args {
+            for a in *args {
                 cmd.arg(*a);
             }
-            let sent: redis::RedisResult<redis::Value> = self.inner.conn.query(&cmd, &name).await;
+            let sent: redis::RedisResult<redis::Value> = self.inner.conn.query(&cmd, name).await;
             out.push(sent.map(|_| ()).map_err(super::error::store_error));
         }
         out
@@ -269,8 +307,8 @@ fn older_than_oldest(version: &str) -> bool {
     (major, minor) < OLDEST
 }
 
-/// What a permission refusal names: the command (`evalsha`), or `keys` for a key outside
-/// the user's patterns; `None` for any other error.
+/// What a permission refusal names: the command (`evalsha`), `keys` for a key outside
+/// the user's patterns, `channels` for a channel outside them; `None` for any other error.
 fn refused_command(e: &StoreError) -> Option<String> {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -291,6 +329,9 @@ fn refused_command(e: &StoreError) -> Option<String> {
         || lower.contains("access at least one of the keys")
     {
         return Some("keys".to_owned());
+    }
+    if lower.contains("access a channel") || lower.contains("access one of the channels") {
+        return Some("channels".to_owned());
     }
     match lower.split("run the '").nth(1) {
         Some(after) => after.split('\'').next().map(str::to_owned),
