@@ -1,6 +1,7 @@
 //! quiz-night's admin: mounted at `/admin` only with `QUIZ_ADMIN_TOKEN`, outside every
 //! limit, over the quiz's own limits: a participant flooding the poll is the poll's
-//! heaviest hitter, and a quota lowered through the API refuses them.
+//! heaviest hitter, and a quota lowered through the API refuses them; two instances on
+//! one Redis obey one admin (its fleet).
 
 use ratekeeper_core::{AnyStore, MemoryStore};
 use ratekeeper_examples::quiz_night::{QuizConfig, app_with_store};
@@ -102,6 +103,47 @@ async fn the_admin_on_quiz_night_on_memory() {
 async fn the_admin_on_quiz_night_on_redis() {
     let redis = RedisServer::start();
     admin_on(redis.store()).await;
+}
+
+/// Two quiz-night instances on one Redis: the poll's quota lowered through A's admin is
+/// obeyed by B within a second, and B's API shows the version it applied.
+#[tokio::test]
+async fn two_instances_obey_one_admin_on_redis() {
+    let redis = RedisServer::start();
+    let a = quiz(redis.store(), Some(TOKEN)).await;
+    let b = quiz(redis.store(), Some(TOKEN)).await;
+    let (st, _) = api(
+        &a,
+        reqwest::Method::PUT,
+        "/limits/poll/quota",
+        Some(r#"{"quota":3}"#),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let t0 = std::time::Instant::now();
+    loop {
+        let (_, limits) = api(&b, reqwest::Method::GET, "/limits", None).await;
+        let poll_quota = limits["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == "poll")
+            .map(|l| l["quota"].clone());
+        if poll_quota == Some(Value::from(3)) {
+            assert!(limits["fleet"]["version"].as_u64() >= Some(1), "{limits}");
+            break;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(1), "{limits}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    println!("applied by B {:?} after A's answer", t0.elapsed());
+    let answers = [
+        poll(&b, "p").await,
+        poll(&b, "p").await,
+        poll(&b, "p").await,
+        poll(&b, "p").await,
+    ];
+    assert_eq!(answers, [200, 200, 200, 429]);
 }
 
 /// Without `QUIZ_ADMIN_TOKEN` there is no admin route at all.

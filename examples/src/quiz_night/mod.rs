@@ -20,9 +20,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware::Next;
 use axum::routing::{get, post};
 use ipnet::IpNet;
 use ratekeeper_axum::{HandlerLimiter, client_ip};
+use ratekeeper_core::fleet::Fleet;
 use ratekeeper_core::{
     AnyStore, ConfigError, Delay, FailurePolicy, Limit, Limiter, Principal, PrincipalKind,
 };
@@ -230,6 +232,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
 
     let admin = admin(
         cfg,
+        &store,
         &[&global, &poll, &answers, &host, &ask, &webhooks],
         &limits,
         &client,
@@ -245,9 +248,21 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
     };
     let router = routes(state, [poll, answers, host, ask, webhooks]).layer(global);
     // The admin outside every limit (an operator reaches it during a flood), behind its
-    // token.
+    // token. Its changes go to every instance on the store (the fleet); no request is
+    // served before this instance read the fleet's state once (or a second passed: a
+    // store that does not answer leaves the limits as written).
     Ok(match admin {
-        Some(a) => router.merge(a.router()),
+        Some((a, fleet)) => {
+            router
+                .merge(a.router())
+                .layer(axum::middleware::from_fn(move |req, next: Next| {
+                    let fleet = fleet.clone();
+                    async move {
+                        fleet.ready().await;
+                        next.run(req).await
+                    }
+                }))
+        }
         None => router,
     })
 }
@@ -311,12 +326,15 @@ pub const BODY: usize = 16 * 1024;
 
 /// The admin over every layer's and handler's limits, with `QUIZ_ADMIN_TOKEN` only; its
 /// failed sign-ins counted per client IP as the layers find it (behind the same proxies).
+/// Its changes go through a fleet over `store`, run here (a read a second, and at each of
+/// the store's notices), so every instance on one Redis obeys them.
 fn admin(
     cfg: &QuizConfig,
+    store: &AnyStore,
     layers: &[&RateLimitLayer],
     limits: &Limits,
     client: &ClientIp,
-) -> Result<Option<ratekeeper_axum::admin::Admin>, ConfigError> {
+) -> Result<Option<(ratekeeper_axum::admin::Admin, Fleet)>, ConfigError> {
     let Some(token) = &cfg.admin_token else {
         return Ok(None);
     };
@@ -335,7 +353,16 @@ fn admin(
     if cfg.admin_insecure_cookie {
         a = a.insecure_cookie();
     }
-    a.build().map(Some)
+    let every = layers
+        .iter()
+        .flat_map(|l| l.limits())
+        .chain([limits.sign_in_ip.clone(), limits.sign_in_account.clone()]);
+    let fleet = Fleet::new(store.clone(), every);
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(fleet.clone().run(Duration::from_secs(1)));
+    }
+    let a = a.fleet(fleet.clone()).build()?;
+    Ok(Some((a, fleet)))
 }
 
 /// Serves `app` on `listener` (with connect info) until the process stops.

@@ -113,6 +113,8 @@ pub struct Fleet {
     watchers: Arc<Mutex<Watchers>>,
     /// One read at a time: a read that finds another under way waits for it.
     reading: Arc<tokio::sync::Mutex<()>>,
+    /// `true` once a first read ended (applied, or failed): see [`Fleet::ready`].
+    read_once: Arc<tokio::sync::watch::Sender<bool>>,
     /// This instance's name in the fleet's heavy hitters.
     name: Arc<str>,
     hitters_every: Duration,
@@ -133,6 +135,7 @@ impl Fleet {
     /// A fleet of `limits` over `store` (the one the limiter counts in). Give it the ban
     /// limits too, for [`lift_ban`](Self::lift_ban).
     pub fn new(store: AnyStore, limits: impl IntoIterator<Item = Limit>) -> Self {
+        let local = matches!(store, AnyStore::Memory(_));
         let limits: HashMap<String, Limit> = limits
             .into_iter()
             .map(|l| (l.name().to_owned(), l))
@@ -146,6 +149,7 @@ impl Fleet {
             local: Arc::default(),
             watchers: Arc::default(),
             reading: Arc::default(),
+            read_once: Arc::new(tokio::sync::watch::Sender::new(local)),
             name: hitters::random_name().into(),
             hitters_every: DEFAULT_HITTERS_EVERY,
         }
@@ -252,7 +256,17 @@ impl Fleet {
         };
         let r = read.await;
         self.update(|a| a.error = r.as_ref().err().map(ToString::to_string));
+        self.read_once.send_replace(true);
         r
+    }
+
+    /// Waits until this instance's first read of the store ended (it applied the state, or
+    /// the store did not answer and it keeps the limits as written): what a server awaits
+    /// before its first request, where it cannot await [`sync`](Self::sync) itself (a
+    /// middleware: once ready, a check of one flag). At once on the memory store.
+    pub async fn ready(&self) {
+        let mut seen = self.read_once.subscribe();
+        let _ = seen.wait_for(|done| *done).await;
     }
 
     /// What this instance last applied.

@@ -31,6 +31,8 @@ impl Fleet {
         let wake = Arc::new(Notify::new());
         let _listener = self.listen(period, &wake);
         let _hitters = self.share_hitters();
+        // The first read at once: an instance obeys the fleet from its first request.
+        let _ = self.sync().await;
         let mut next = Instant::now() + period;
         loop {
             if tokio::time::timeout_at(next, wake.notified())
