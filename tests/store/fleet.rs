@@ -7,8 +7,10 @@
 use std::time::{Duration, Instant};
 
 use ratekeeper_core::fleet::Fleet;
-use ratekeeper_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal};
-use ratekeeper_tests::redis::{RedisCluster, RedisServer, down_store};
+use ratekeeper_core::{
+    AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, Store,
+};
+use ratekeeper_tests::redis::{RedisCluster, RedisServer, down_store, principal_slot};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const PERIOD: Duration = Duration::from_millis(100);
@@ -196,5 +198,48 @@ async fn on_the_memory_store_each_instance_keeps_its_own() {
         b.limit.quota(),
         10,
         "another process's memory store is its own"
+    );
+}
+
+/// The Cluster master that holds the fleet's state killed: each instance keeps the settings
+/// it applied and says it is cut off, a change is refused, and checks of keys on the other
+/// masters are answered as before (the fleet reads off the requests' path).
+#[tokio::test]
+async fn the_node_holding_the_fleets_state_down_costs_only_the_fleet() {
+    let mut cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
+    let name = "fleet-node-down";
+    let a = instance(cluster.store(), name).await;
+    let b = instance(cluster.store(), name).await;
+    a.fleet.set_quota(name, 5).await.unwrap();
+    within(|| b.limit.quota() == 5).await;
+    let slot = principal_slot("x.fleet");
+    let (port, ranges) = cluster
+        .slot_owners(0)
+        .into_iter()
+        .find(|(_, r)| r.iter().any(|&(lo, hi)| lo <= slot && slot <= hi))
+        .expect("an owner of the fleet's slot");
+    let dead = |s: u16| ranges.iter().any(|&(lo, hi)| lo <= s && s <= hi);
+    let victim = cluster
+        .nodes()
+        .iter()
+        .position(|n| n.port() == port)
+        .unwrap();
+    cluster.nodes_mut()[victim].kill();
+    let t0 = Instant::now();
+    while b.fleet.applied().error.is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "never said cut off");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(b.limit.quota(), 5, "the settings it applied stay");
+    assert!(a.fleet.set_quota(name, 7).await.is_err(), "refused");
+    assert_eq!(b.limit.quota(), 5);
+    let alive = (0..)
+        .map(|i| Principal::participant(format!("p{i}")))
+        .find(|p| !dead(principal_slot(p.as_str())))
+        .unwrap();
+    let chain = Chain::new().check(&b.limit, alive);
+    assert!(
+        b.limiter.store().check(&chain).await.is_ok(),
+        "other keys answered"
     );
 }
