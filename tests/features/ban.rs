@@ -71,7 +71,7 @@ async fn statuses(server: &Server, password: &str, n: usize) -> Vec<u16> {
 }
 
 /// This binary's Prometheus recorder, installed at first use.
-fn prometheus() -> &'static PrometheusHandle {
+pub(crate) fn prometheus() -> &'static PrometheusHandle {
     static H: OnceLock<PrometheusHandle> = OnceLock::new();
     H.get_or_init(|| {
         metrics_exporter_prometheus::PrometheusBuilder::new()

@@ -6,6 +6,7 @@
 
 mod ban;
 mod delay;
+mod fleet;
 mod in_flight;
 mod lines;
 mod outcome;
