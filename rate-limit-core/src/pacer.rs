@@ -209,6 +209,23 @@ impl SharedPacer {
         }
     }
 
+    /// The remote side said what it allows without refusing (a `RateLimit-Policy`, a
+    /// remaining count of 0 until a reset): every worker holds `scope` to `ceiling` calls a
+    /// second (going straight to it unless a rejection came within the period; AIMD then
+    /// climbs no higher), and waits out `pause`, with no decrease. One store call, at
+    /// once. While the store fails this worker's local share ignores it (a rejection still
+    /// slows it).
+    pub async fn told(&self, scope: &str, pause: Option<Duration>, ceiling: Option<f64>) {
+        if self.local(scope, |_| ()).is_some() {
+            return;
+        }
+        let op = PaceOp::Told {
+            pause: pause.map_or(0, micros),
+            ceiling: ceiling.filter(|c| c.is_finite() && *c > 0.0).unwrap_or(0.0),
+        };
+        let _ = self.call(scope, op).await;
+    }
+
     /// The scope's rate (calls per second) as this worker last saw it: the store's, or
     /// while the store fails, this worker's local share.
     pub fn rate(&self, scope: &str) -> f64 {

@@ -213,6 +213,13 @@ fn status_proto(code: u32, message: &[u8], secs: u64) -> Vec<u8> {
     out
 }
 
+/// The `grpc-status-details-bin` value of a refusal waiting `wait` (the client's tests
+/// read it back).
+#[cfg(test)]
+pub(crate) fn status_details_for_tests(wait: std::time::Duration) -> Vec<u8> {
+    base64(&status_proto(8, b"limited", wait.as_secs()))
+}
+
 /// Standard base64 without padding (gRPC's binary headers; receivers accept both).
 fn base64(bytes: &[u8]) -> Vec<u8> {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -109,6 +109,7 @@
 pub mod access;
 pub mod answer;
 mod body;
+pub mod client;
 pub mod cost;
 mod count;
 pub mod extract;

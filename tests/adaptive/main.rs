@@ -1,5 +1,6 @@
 //! AIMD against an upstream that answers 429 above a fixed rate, on a controlled clock.
 
+mod client;
 mod shared;
 
 use std::time::Duration;

@@ -10,13 +10,15 @@ pub(crate) const MAX_PAUSE_US: u64 = 3_600_000_000;
 /// Successes reported with one call at most (the rest wait for the next).
 const MAX_REPORTED: u64 = 100_000;
 
-/// A scope's state in the memory store (the Redis store keeps the same four numbers).
+/// A scope's state in the memory store (the Redis store keeps the same five numbers).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct PacerState {
     pub(crate) rate: f64,
     pub(crate) next: u64,
     pub(crate) paused: u64,
     pub(crate) last_decrease: u64,
+    /// The most the remote side said it allows (calls a second; 0: it said nothing).
+    pub(crate) cap: f64,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -35,8 +37,14 @@ pub(crate) fn step(
         next: 0,
         paused: 0,
         last_decrease: 0,
+        cap: 0.0,
     });
-    s.rate = s.rate.clamp(c.min, c.max);
+    let hi = if s.cap > 0.0 {
+        s.cap.min(c.max).max(c.min)
+    } else {
+        c.max
+    };
+    s.rate = s.rate.clamp(c.min, hi);
     // A corrupt or foreign state never stalls the workers: the next slot is at most one
     // interval away, a pause at most an hour.
     let interval = ((1_000_000.0 / s.rate).ceil() as u64).max(1);
@@ -45,7 +53,7 @@ pub(crate) fn step(
     let period = micros(c.period);
     for _ in 0..call.successes.min(MAX_REPORTED) {
         let per_period = s.rate * c.period.as_secs_f64();
-        s.rate = (s.rate + c.increase / per_period.max(1.0)).min(c.max);
+        s.rate = (s.rate + c.increase / per_period.max(1.0)).min(hi);
     }
     let (mut go, mut wait) = (false, 0);
     match call.op {
@@ -56,6 +64,17 @@ pub(crate) fn step(
             }
             if retry > 0 {
                 s.paused = s.paused.max(now.saturating_add(retry.min(MAX_PAUSE_US)));
+            }
+        }
+        PaceOp::Told { pause, ceiling } => {
+            if ceiling > 0.0 {
+                s.cap = ceiling.clamp(c.min, c.max);
+                // Up to what it allows, unless it refused within the period.
+                let calm = s.last_decrease == 0 || now.saturating_sub(s.last_decrease) >= period;
+                s.rate = if calm { s.cap } else { s.rate.min(s.cap) };
+            }
+            if pause > 0 {
+                s.paused = s.paused.max(now.saturating_add(pause.min(MAX_PAUSE_US)));
             }
         }
         PaceOp::Acquire => {

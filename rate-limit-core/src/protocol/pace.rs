@@ -6,11 +6,18 @@ use crate::limit::Aimd;
 use crate::principal::Principal;
 
 /// What one call to the store does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum PaceOp {
     Acquire,
     /// The remote side refused: decrease, and pause for its Retry-After (µs; 0: none).
     Rejected(u64),
+    /// The remote side said what it allows, refusing nothing: pause this long (µs; 0:
+    /// none) without a decrease, and hold the rate to `ceiling` calls a second (0: none;
+    /// the rate goes to it unless a decrease came within the period).
+    Told {
+        pause: u64,
+        ceiling: f64,
+    },
 }
 
 /// One call: the scope's pacer, the operation and what comes with it.

@@ -75,6 +75,7 @@ impl MemoryStore {
                 next: 0,
                 paused: 0,
                 last_decrease: 0,
+                cap: 0.0,
             },
             workers: Vec::new(),
             lapses: 0,

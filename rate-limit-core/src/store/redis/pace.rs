@@ -29,9 +29,10 @@ impl RedisStore {
         ];
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
         let e6 = |x: f64| (x * 1e6).round() as u64;
-        let (op, retry) = match call.op {
-            PaceOp::Acquire => (1, 0),
-            PaceOp::Rejected(us) => (2, us),
+        let (op, retry, ceiling) = match call.op {
+            PaceOp::Acquire => (1, 0, 0.0),
+            PaceOp::Rejected(us) => (2, us, 0.0),
+            PaceOp::Told { pause, ceiling } => (3, pause, ceiling),
         };
         let c = call.config;
         let args = [
@@ -47,6 +48,7 @@ impl RedisStore {
             e6(c.increase),
             e6(c.decrease),
             u64::try_from(c.period.as_micros()).unwrap_or(u64::MAX),
+            e6(ceiling),
         ];
         let inv = Invocation {
             script: &self.inner.pacer,
