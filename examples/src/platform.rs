@@ -220,6 +220,54 @@ where
     made
 }
 
+/// What [`harvest_http`] got back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Harvest {
+    /// Answered 2xx.
+    pub ok: usize,
+    /// Refused by the remote side (429, 503).
+    pub refused: usize,
+    /// Not made: the wait for a slot passed its bound, or the connection failed.
+    pub failed: usize,
+}
+
+/// The harvester over HTTP: `calls` GETs of `url` through reqwest under the client pacing
+/// layer ([`PaceLayer`](ratekeeper_tower::client::PaceLayer)) on `pacer`, one scope per
+/// host. The layer takes each call's slot from the shared pacer and learns from every
+/// answer what the remote side says (its `RateLimit-Policy`, an empty limit's reset, a
+/// refusal's `Retry-After`), so every worker on the store stays under the remote limit.
+pub async fn harvest_http(pacer: SharedPacer, url: &str, calls: usize) -> Harvest {
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    let http = reqwest::Client::new();
+    let raw = tower::service_fn(move |req: http::Request<String>| {
+        let http = http.clone();
+        async move {
+            let req = reqwest::Request::try_from(req)?;
+            Ok::<_, reqwest::Error>(http::Response::from(http.execute(req).await?))
+        }
+    });
+    let mut client = ServiceBuilder::new()
+        .layer(ratekeeper_tower::client::PaceLayer::new(pacer))
+        .service(raw);
+    let mut got = Harvest::default();
+    for _ in 0..calls {
+        let Ok(req) = http::Request::get(url).body(String::new()) else {
+            got.failed += 1;
+            continue;
+        };
+        let answer = match client.ready().await {
+            Ok(c) => c.call(req).await,
+            Err(e) => Err(e),
+        };
+        match answer.map(|a| a.status()) {
+            Ok(s) if s.is_success() => got.ok += 1,
+            Ok(_) => got.refused += 1,
+            Err(_) => got.failed += 1,
+        }
+    }
+    got
+}
+
 /// One harvester worker over `store`: start slow, add one call per second per quiet
 /// second, halve on a refusal. Every worker made over the same store (every process on
 /// one Redis) shares each scope's rate.

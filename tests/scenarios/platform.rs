@@ -226,3 +226,40 @@ async fn the_harvester_backs_off_and_settles_under_the_remote_limit() {
     );
     assert!(sent.iter().map(|&s| per_second(s)).fold(0.0, f64::max) <= 11.0);
 }
+
+/// The harvester over HTTP against a real local upstream that enforces 30 calls a second
+/// and says so (our own layer with the IETF fields): two workers on one store, 80 calls
+/// each, stay under it — at most 1% refused — and run at 80% of it or more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_harvester_over_http_stays_under_a_local_upstreams_stated_limit() {
+    use ratekeeper_examples::platform::harvest_http;
+    use ratekeeper_tower::extract::Global;
+    use ratekeeper_tower::headers::HeaderStyle;
+    use ratekeeper_tower::{Answering, RateLimitLayer, Rule};
+    let limit = Limit::fixed_window("remote", 30, Duration::from_secs(1)).unwrap();
+    let layer = RateLimitLayer::new(ratekeeper_core::Limiter::new(MemoryStore::new()))
+        .answering(Answering::new().headers(HeaderStyle::Ietf))
+        .rule(Rule::new(limit, Global));
+    let remote = ratekeeper_tests::Server::start(axum::Router::new().route(
+        "/items",
+        axum::routing::get(|| async { "item" }).route_layer(layer),
+    ))
+    .await
+    .unwrap();
+    let store = AnyStore::Memory(MemoryStore::new());
+    let t0 = std::time::Instant::now();
+    let url = remote.url("/items");
+    let (a, b) = tokio::join!(
+        harvest_http(harvester(store.clone()).unwrap(), &url, 80),
+        harvest_http(harvester(store).unwrap(), &url, 80)
+    );
+    let took = t0.elapsed().as_secs_f64();
+    let (ok, refused) = (a.ok + b.ok, a.refused + b.refused);
+    let rate = ok as f64 / took;
+    println!(
+        "harvester over HTTP: {ok} answered, {refused} refused in {took:.1} s ({rate:.1}/s of 30)"
+    );
+    assert_eq!(a.failed + b.failed, 0);
+    assert!(refused * 100 <= ok + refused, "{refused} refused");
+    assert!(rate >= 24.0, "{rate}/s");
+}
