@@ -40,20 +40,12 @@ async fn upstream(per_second: u64, style: HeaderStyle) -> Server {
     Server::start(app).await.unwrap()
 }
 
-/// reqwest as a `Service<http::Request<_>>`, paced.
+/// reqwest, paced.
 fn client(pacer: SharedPacer, tune: impl FnOnce(PaceLayer) -> PaceLayer) -> Client {
-    let http = reqwest::Client::new();
-    let raw = tower::service_fn(move |req: http::Request<String>| {
-        let http = http.clone();
-        async move {
-            let req = reqwest::Request::try_from(req)?;
-            Ok::<_, reqwest::Error>(http::Response::from(http.execute(req).await?))
-        }
-    });
     tower::util::BoxCloneService::new(
         ServiceBuilder::new()
             .layer(tune(PaceLayer::new(pacer)))
-            .service(raw),
+            .service(ratekeeper_tests::reqwest_service()),
     )
 }
 

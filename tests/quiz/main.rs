@@ -13,6 +13,7 @@ use reqwest::StatusCode;
 
 mod abuse;
 mod admin;
+mod client;
 mod flood;
 mod holds;
 mod proxy;

@@ -94,3 +94,19 @@ pub struct ExamplesGuideDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/quiz-night.md")]
 pub struct QuizNightGuideDoctests;
+
+/// reqwest as a Tower `Service<http::Request<String>>`, for the client pacing layer.
+pub fn reqwest_service() -> tower::util::BoxCloneService<
+    http::Request<String>,
+    http::Response<reqwest::Body>,
+    reqwest::Error,
+> {
+    let http = reqwest::Client::new();
+    tower::util::BoxCloneService::new(tower::service_fn(move |req: http::Request<String>| {
+        let http = http.clone();
+        async move {
+            let req = reqwest::Request::try_from(req)?;
+            Ok::<_, reqwest::Error>(http::Response::from(http.execute(req).await?))
+        }
+    }))
+}
