@@ -11,6 +11,7 @@
 //! | [`answers`](ratekeeper_tower::guide::answers): headers, browsers, problem details, gRPC | tower |
 //! | [`controls`](ratekeeper_tower::guide::controls): delays, in-flight limits, bans, allow and deny lists | tower |
 //! | [`metrics`](ratekeeper_tower::guide::metrics): series, the decision's span, logs | tower |
+//! | [`client`](ratekeeper_tower::guide::client): pacing calls to an upstream by what it says, one pace for a fleet | tower |
 //! | [`admin`]: the admin API and page, heavy hitters | here |
 //! | `ratekeeper_axum::ws` (feature `ws`): limits inside a WebSocket, each message checked, graded answers | here |
 //! | [`operating`](ratekeeper_core::guide::operating): what a freeze, a failover, a full memory cost | core |

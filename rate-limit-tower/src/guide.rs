@@ -17,6 +17,9 @@ pub mod answers {}
 #[doc = include_str!("../docs/controls.md")]
 pub mod controls {}
 
+#[doc = include_str!("../docs/client.md")]
+pub mod client {}
+
 // Its example reads the ban gauge: doctested with the `metrics` feature.
 #[cfg(any(feature = "metrics", not(doctest)))]
 #[doc = include_str!("../docs/metrics.md")]
