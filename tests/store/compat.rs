@@ -116,6 +116,19 @@ async fn every_script_runs_on(kind: Matrix, test: &str) {
     );
     assert_eq!(other.rate("example.org"), 2.5);
     assert_eq!(other.workers("example.org"), 2);
+    // What the remote side said (the client layer's `told`): a ceiling, the pace at once.
+    other.told("example.net", None, Some(3.0)).await;
+    assert_eq!(other.rate("example.net"), 3.0);
+    // A state written before the ceiling (four numbers) still reads as itself.
+    let old = "rl:v2:{x.pacer:example.com}:pacer:compat";
+    server.cli(&["SET", old, "7.5 0 0 0", "PX", "60000"]);
+    assert_eq!(worker.acquire("example.com").await, Pace::Go);
+    assert_eq!(
+        worker.rate("example.com"),
+        7.5,
+        "{}",
+        server.cli(&["GET", old])
+    );
 
     // De-duplication (SET NX PX).
     let AnyStore::Redis(redis) = &store else {
