@@ -12,18 +12,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use axum::Router;
-use axum::routing::get;
 use http::StatusCode;
 use plotters::prelude::*;
 use ratekeeper_core::pace::{Aimd, SharedPacer};
-use ratekeeper_core::{AnyStore, Limit, Limiter, MemoryStore};
+use ratekeeper_core::{AnyStore, MemoryStore};
 use ratekeeper_testkit::redis::RedisServer;
-use ratekeeper_tests::{Server, reqwest_service};
+use ratekeeper_tests::reqwest_service;
 use ratekeeper_tower::client::PaceLayer;
-use ratekeeper_tower::extract::Global;
 use ratekeeper_tower::headers::HeaderStyle;
-use ratekeeper_tower::{Answering, RateLimitLayer, Rule};
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
@@ -34,15 +30,6 @@ const BINS: usize = 48;
 
 /// Admitted and refused calls per bin.
 type Bins = Arc<Vec<(AtomicU64, AtomicU64)>>;
-
-async fn upstream(style: HeaderStyle) -> Server {
-    let limit = Limit::fixed_window("upstream", RATE, Duration::from_secs(1)).unwrap();
-    let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
-        .answering(Answering::new().headers(style))
-        .rule(Rule::new(limit, Global));
-    let app = Router::new().route("/items", get(|| async { "item" }).route_layer(layer));
-    Server::start(app).await.unwrap()
-}
 
 async fn worker(pacer: SharedPacer, url: String, start: Instant, bins: Bins) {
     let mut c = ServiceBuilder::new()
@@ -64,7 +51,7 @@ async fn worker(pacer: SharedPacer, url: String, start: Instant, bins: Bins) {
 }
 
 async fn case(store: impl Fn() -> AnyStore, style: HeaderStyle, name: &str) -> Vec<(u64, u64)> {
-    let up = upstream(style).await;
+    let up = ratekeeper_tests::upstream(RATE, style).await;
     let bins: Bins = Arc::new((0..BINS).map(|_| Default::default()).collect());
     let start = Instant::now();
     // An upstream that says its limit sets the pace from its first answer; one that says

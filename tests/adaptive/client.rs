@@ -13,13 +13,11 @@ use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
 use ratekeeper_core::pace::{Aimd, SharedPacer};
-use ratekeeper_core::{AnyStore, Limit, Limiter, MemoryStore};
+use ratekeeper_core::{AnyStore, MemoryStore};
 use ratekeeper_tests::Server;
 use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 use ratekeeper_tower::client::{PaceError, PaceLayer};
-use ratekeeper_tower::extract::Global;
 use ratekeeper_tower::headers::HeaderStyle;
-use ratekeeper_tower::{Answering, RateLimitLayer, Rule};
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
@@ -28,17 +26,6 @@ type Client = tower::util::BoxCloneService<
     http::Response<reqwest::Body>,
     PaceError<reqwest::Error>,
 >;
-
-/// An upstream of `per_second` calls a second (a fixed window), saying so in the IETF
-/// fields, on a memory store of its own.
-async fn upstream(per_second: u64, style: HeaderStyle) -> Server {
-    let limit = Limit::fixed_window("upstream", per_second, Duration::from_secs(1)).unwrap();
-    let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
-        .answering(Answering::new().headers(style))
-        .rule(Rule::new(limit, Global));
-    let app = Router::new().route("/items", get(|| async { "item" }).route_layer(layer));
-    Server::start(app).await.unwrap()
-}
 
 /// reqwest, paced.
 fn client(pacer: SharedPacer, tune: impl FnOnce(PaceLayer) -> PaceLayer) -> Client {
@@ -81,7 +68,7 @@ async fn work(mut c: Client, url: String, from: Instant, until: Instant, tally: 
 }
 
 async fn three_workers_under_a_stated_limit(store: impl Fn() -> AnyStore, tag: &str) {
-    let up = upstream(50, HeaderStyle::Ietf).await;
+    let up = ratekeeper_tests::upstream(50, HeaderStyle::Ietf).await;
     let url = up.url("/items");
     let start = Instant::now();
     let (from, until) = (
@@ -237,7 +224,7 @@ async fn a_retry_after_of_a_week_is_held_to_the_layers_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_run_leaves_the_others_the_whole_rate() {
     let redis = RedisServer::start();
-    let up = upstream(50, HeaderStyle::Ietf).await;
+    let up = ratekeeper_tests::upstream(50, HeaderStyle::Ietf).await;
     let url = up.url("/items");
     let start = Instant::now();
     let until = start + Duration::from_secs(5);

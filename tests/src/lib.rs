@@ -110,3 +110,26 @@ pub fn reqwest_service() -> tower::util::BoxCloneService<
         }
     }))
 }
+
+/// A local upstream of `per_second` calls a second (a fixed window, our own layer on a
+/// memory store of its own) at `/items`, stating its limit in the fields `style` sends: what
+/// the client pacing layer is tested and measured against.
+pub async fn upstream(per_second: u64, style: ratekeeper_tower::headers::HeaderStyle) -> Server {
+    use ratekeeper_tower::{Answering, RateLimitLayer, Rule};
+    let limit = ratekeeper_core::Limit::fixed_window(
+        "upstream",
+        per_second,
+        std::time::Duration::from_secs(1),
+    )
+    .expect("a valid limit");
+    let layer = RateLimitLayer::new(ratekeeper_core::Limiter::new(
+        ratekeeper_core::MemoryStore::new(),
+    ))
+    .answering(Answering::new().headers(style))
+    .rule(Rule::new(limit, ratekeeper_tower::extract::Global));
+    let app = Router::new().route(
+        "/items",
+        axum::routing::get(|| async { "item" }).route_layer(layer),
+    );
+    Server::start(app).await.expect("a free port")
+}
