@@ -1,0 +1,240 @@
+//! The Redis path against the peers that do the same job, side by side in one process on
+//! one `redis-server` of its own: ours (the Redis store), a minimal Lua script (`EVALSHA` of
+//! `INCR` + `EXPIRE`, the same redis crate: the floor) and throttle-kit (GCRA on Redis).
+//! limitador is not here yet: its Redis storages need its RocksDB feature to build.
+//!
+//! The workload: one fixed window of 1 000 000 per 60 s over 10 000 uniform keys (nothing
+//! refused). Each case runs `SECS` seconds (default 20) at 1, 8 and 32 tasks, the peers
+//! interleaved, `REPS` repetitions (default 3); printed per case: checks/s, client CPU per
+//! check (this process), Redis CPU per check (`/proc/PID/stat` of the server), p50/p99, and
+//! commands per check (`INFO commandstats`, which also counts the commands a script runs
+//! inside Redis); then each figure's median over the repetitions as a ratio to ours, with
+//! the scatter (min–max of the ratios). A last run counts over-admission: a limit of 100,
+//! 32 tasks, 10 keys: what each peer admitted per key.
+//!
+//! `cargo bench --manifest-path peers/Cargo.toml` (`SECS=5 REPS=1` for a quick look).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use ratekeeper_core::{Chain, Limit, Principal, RedisStore, Store};
+use ratekeeper_testkit::redis::RedisServer;
+
+const KEYS: u64 = 10_000;
+const QUOTA: u64 = 1_000_000;
+const WINDOW: u64 = 60;
+
+/// One peer, able to check a key once.
+#[derive(Clone)]
+enum Peer {
+    Ours(RedisStore, Limit),
+    Floor(redis::aio::MultiplexedConnection, redis::Script, u64),
+    ThrottleKit(Arc<throttle_kit::RedisBackend>, throttle_kit::Quota),
+}
+
+const FLOOR_LUA: &str = "local n = redis.call('INCR', KEYS[1]) \
+    if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end \
+    if n > tonumber(ARGV[1]) then return 0 end return 1";
+
+impl Peer {
+    /// One check of key `k`: whether it was admitted.
+    async fn check(&self, k: u64) -> bool {
+        match self {
+            Self::Ours(store, limit) => {
+                let chain = Chain::new().check(limit, Principal::user(format!("u{k}")));
+                store.check(&chain).await.is_ok_and(|d| d.is_allowed())
+            }
+            Self::Floor(con, script, quota) => {
+                let mut con = con.clone();
+                let r: redis::RedisResult<i64> = script
+                    .key(format!("floor:{{u{k}}}:w"))
+                    .arg(*quota)
+                    .arg(WINDOW)
+                    .invoke_async(&mut con)
+                    .await;
+                r.is_ok_and(|v| v == 1)
+            }
+            Self::ThrottleKit(b, q) => {
+                use throttle_kit::RateLimitBackend;
+                b.check(&format!("tk:u{k}"), q).await.allowed
+            }
+        }
+    }
+}
+
+async fn peers(url: &str, quota: u64) -> Vec<(&'static str, Peer)> {
+    let limit = Limit::fixed_window("peers", quota, Duration::from_secs(WINDOW)).unwrap();
+    let ours = RedisStore::builder(url).prefix("ours").build().unwrap();
+    let client = redis::Client::open(url).unwrap();
+    let con = client.get_multiplexed_async_connection().await.unwrap();
+    let floor = redis::Script::new(FLOOR_LUA);
+    let tk = throttle_kit::RedisBackend::connect(url).await.unwrap();
+    // GCRA: the whole window's quota as the burst, refilled over the window — at most one
+    // a millisecond (throttle-kit's emission interval is whole milliseconds: a shorter one
+    // is 0 and its script's `SET … PX 0` fails, which it answers by failing open).
+    let interval =
+        (Duration::from_secs(WINDOW) / u32::try_from(quota).unwrap()).max(Duration::from_millis(1));
+    let q = throttle_kit::Quota::from_parts(interval, u32::try_from(quota).unwrap());
+    vec![
+        ("ours", Peer::Ours(ours, limit)),
+        ("minimal Lua", Peer::Floor(con, floor, quota)),
+        ("throttle-kit", Peer::ThrottleKit(Arc::new(tk), q)),
+    ]
+}
+
+/// This process's CPU time (user + system).
+fn own_cpu() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            let rest = stat.rsplit_once(')')?.1.to_owned();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Figures {
+    per_sec: f64,
+    client_us: f64,
+    redis_us: f64,
+    p50_us: f64,
+    p99_us: f64,
+    commands: f64,
+}
+
+/// `tasks` tasks checking uniform keys through `peer` for `secs`.
+async fn run(peer: &Peer, server: &RedisServer, tasks: usize, secs: f64) -> Figures {
+    let stop = Arc::new(AtomicBool::new(false));
+    let seed = Arc::new(AtomicU64::new(0x9e37_79b9_7f4a_7c15));
+    let (cpu0, redis0, cmds0) = (own_cpu(), server.cpu_time(), commands(server));
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (peer, stop, seed) = (peer.clone(), stop.clone(), seed.clone());
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut x = seed.fetch_add(0x632b_e59b_d9b4_e019, Ordering::Relaxed) | 1;
+                while !stop.load(Ordering::Relaxed) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let t = Instant::now();
+                    peer.check(x % KEYS).await;
+                    lat.push(t.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = Vec::new();
+    for h in handles {
+        lat.extend(h.await.unwrap());
+    }
+    let took = t0.elapsed().as_secs_f64();
+    let n = lat.len().max(1) as f64;
+    lat.sort_unstable();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    Figures {
+        per_sec: n / took,
+        client_us: us(own_cpu() - cpu0) / n,
+        redis_us: us(server.cpu_time() - redis0) / n,
+        p50_us: us(lat[lat.len() / 2]),
+        p99_us: us(lat[lat.len() * 99 / 100]),
+        commands: (commands(server) - cmds0) as f64 / n,
+    }
+}
+
+fn commands(server: &RedisServer) -> u64 {
+    server
+        .command_stats()
+        .iter()
+        .filter(|(c, _)| c != "info")
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let secs: f64 = std::env::var("SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20.0);
+    let reps: usize = std::env::var("REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let server = RedisServer::start();
+    let all = peers(&server.url(), QUOTA).await;
+    // Per (peer, tasks): the figures of each repetition.
+    let mut seen: HashMap<(&str, usize), Vec<Figures>> = HashMap::new();
+    for rep in 0..reps {
+        for tasks in [1, 8, 32] {
+            for (name, peer) in &all {
+                let f = run(peer, &server, tasks, secs).await;
+                println!(
+                    "rep {rep} {tasks:>2} tasks {name:>17}: {:>8.0} checks/s, client {:>5.1} µs, redis {:>5.1} µs, p50 {:>6.0} µs, p99 {:>6.0} µs, {:.2} commands/check",
+                    f.per_sec, f.client_us, f.redis_us, f.p50_us, f.p99_us, f.commands
+                );
+                seen.entry((name, tasks)).or_default().push(f);
+            }
+        }
+    }
+    println!("\nours ÷ each peer, median over {reps} repetitions (min–max):");
+    for tasks in [1, 8, 32] {
+        for (name, _) in all.iter().skip(1) {
+            let ratio = |pick: fn(&Figures) -> f64| {
+                let r: Vec<f64> = seen[&("ours", tasks)]
+                    .iter()
+                    .zip(&seen[&(*name, tasks)])
+                    .map(|(o, p)| pick(o) / pick(p))
+                    .collect();
+                let (m, lo, hi) = median(r);
+                format!("{m:.2} ({lo:.2}–{hi:.2})")
+            };
+            println!(
+                "{tasks:>2} tasks ÷ {name:>17}: throughput {}, Redis CPU/check {}, client CPU/check {}, p50 {}",
+                ratio(|f| f.per_sec),
+                ratio(|f| f.redis_us),
+                ratio(|f| f.client_us),
+                ratio(|f| f.p50_us)
+            );
+        }
+    }
+    // Over-admission: a limit of 100, 32 tasks, 10 keys, each task checking until every
+    // key has refused it 20 times in a row.
+    println!("\nover-admission: limit 100, 32 tasks, 10 keys; admitted per key:");
+    let small = RedisServer::start();
+    for (name, peer) in peers(&small.url(), 100).await {
+        let admitted: Arc<Vec<AtomicU64>> = Arc::new((0..10).map(|_| AtomicU64::new(0)).collect());
+        let handles: Vec<_> = (0..32)
+            .map(|t| {
+                let (peer, admitted) = (peer.clone(), admitted.clone());
+                tokio::spawn(async move {
+                    for i in 0..400u64 {
+                        let k = (i + t) % 10;
+                        if peer.check(1_000_000 + k).await {
+                            admitted[k as usize].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.await.unwrap();
+        }
+        let per_key: Vec<u64> = admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        println!("{name:>17}: {per_key:?}");
+    }
+}
