@@ -88,6 +88,7 @@ mod auth;
 mod gate;
 mod page;
 mod shared;
+mod views;
 
 use std::sync::Arc;
 
