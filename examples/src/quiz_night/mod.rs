@@ -258,7 +258,11 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
                 .layer(axum::middleware::from_fn(move |req, next: Next| {
                     let fleet = fleet.clone();
                     async move {
-                        fleet.ready().await;
+                        // Once ready, one flag: no timer on a request's path.
+                        if !fleet.is_ready() {
+                            let first = Duration::from_secs(1);
+                            let _ = tokio::time::timeout(first, fleet.ready()).await;
+                        }
                         next.run(req).await
                     }
                 }))

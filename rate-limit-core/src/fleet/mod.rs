@@ -265,8 +265,17 @@ impl Fleet {
     /// before its first request, where it cannot await [`sync`](Self::sync) itself (a
     /// middleware: once ready, a check of one flag). At once on the memory store.
     pub async fn ready(&self) {
+        if self.is_ready() {
+            return;
+        }
         let mut seen = self.read_once.subscribe();
         let _ = seen.wait_for(|done| *done).await;
+    }
+
+    /// Whether this instance's first read of the store ended ([`ready`](Self::ready)
+    /// would not wait): one flag, for a request's path.
+    pub fn is_ready(&self) -> bool {
+        *self.read_once.borrow()
     }
 
     /// What this instance last applied.
