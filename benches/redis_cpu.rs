@@ -4,7 +4,7 @@
 //! calls per check; the commands a script runs inside are not round trips).
 //!
 //! Each length twice: every check its own call (`coalesce(0)`), and coalesced (the
-//! default: checks that arrive while a call is in flight ride the next one).
+//! default: checks that arrive while two calls are in flight ride the next one).
 //!
 //! A last pair of cases puts a ban ([`Limit::ban`]) in front of the one-check chain: what
 //! a ban rule costs Redis on an admitted request (one more key read, no write).

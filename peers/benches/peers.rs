@@ -3,16 +3,21 @@
 //! `INCR` + `EXPIRE`, the same redis crate: the floor) and throttle-kit (GCRA on Redis).
 //! limitador is not here yet: its Redis storages need its RocksDB feature to build.
 //!
-//! The workload: one fixed window of 1 000 000 per 60 s over 10 000 uniform keys (nothing
-//! refused). Each case runs `SECS` seconds (default 20) at 1, 8 and 32 tasks, the peers
-//! interleaved, `REPS` repetitions (default 3); printed per case: checks/s, client CPU per
+//! Two workloads, nothing refused: one fixed window of 1 000 000 per 60 s over 10 000
+//! uniform keys; and a chain, per user then per IP (10 000 users, 1 000 addresses, ten
+//! users each; 1 000 000 and 10 000 000 per 60 s). For the chain, the floor is the minimal
+//! all-or-nothing script (`GET` both, then `INCR` + `EXPIRE` both) and throttle-kit checks
+//! the user, then the address (two calls, not all-or-nothing: a refusal by the address
+//! still charges the user). Each case runs `SECS` seconds (default 20) at 1, 8 and 32
+//! tasks, the peers interleaved, `REPS` repetitions (default 3); printed per case: checks/s, client CPU per
 //! check (this process), Redis CPU per check (`/proc/PID/stat` of the server), p50/p99, and
 //! commands per check (`INFO commandstats`, which also counts the commands a script runs
 //! inside Redis); then each figure's median over the repetitions as a ratio to ours, with
 //! the scatter (min–max of the ratios). A last run counts over-admission: a limit of 100,
 //! 32 tasks, 10 keys: what each peer admitted per key.
 //!
-//! `cargo bench --manifest-path peers/Cargo.toml` (`SECS=5 REPS=1` for a quick look).
+//! `cargo bench --manifest-path peers/Cargo.toml` (`SECS=5 REPS=1` for a quick look;
+//! `WORKLOADS=one` or `chain` for one of the two).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,13 +30,38 @@ use ratekeeper_testkit::redis::RedisServer;
 const KEYS: u64 = 10_000;
 const QUOTA: u64 = 1_000_000;
 const WINDOW: u64 = 60;
+/// The chain's second limit: per address, ten users to an address, ten times the quota.
+const ADDRESSES: u64 = 1_000;
 
-/// One peer, able to check a key once.
+/// One peer, able to check a key once, or a user then their address.
 #[derive(Clone)]
 enum Peer {
-    Ours(RedisStore, Limit),
-    Floor(redis::aio::MultiplexedConnection, redis::Script, u64),
-    ThrottleKit(Arc<throttle_kit::RedisBackend>, throttle_kit::Quota),
+    Ours(RedisStore, Limit, Limit),
+    Floor(
+        redis::aio::MultiplexedConnection,
+        redis::Script,
+        redis::Script,
+        u64,
+    ),
+    ThrottleKit(
+        Arc<throttle_kit::RedisBackend>,
+        throttle_kit::Quota,
+        throttle_kit::Quota,
+    ),
+}
+
+/// The minimal all-or-nothing chain of two fixed windows.
+const FLOOR_CHAIN_LUA: &str = "local a = tonumber(redis.call('GET', KEYS[1]) or '0') \
+    local b = tonumber(redis.call('GET', KEYS[2]) or '0') \
+    if a >= tonumber(ARGV[1]) or b >= tonumber(ARGV[2]) then return 0 end \
+    if redis.call('INCR', KEYS[1]) == 1 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end \
+    if redis.call('INCR', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[3]) end \
+    return 1";
+
+/// The address of user `k` in the chain: 1 000 of them, ten users each.
+fn address(k: u64) -> std::net::IpAddr {
+    let a = k % ADDRESSES;
+    std::net::IpAddr::from([10, 0, (a >> 8) as u8, a as u8])
 }
 
 const FLOOR_LUA: &str = "local n = redis.call('INCR', KEYS[1]) \
@@ -39,26 +69,45 @@ const FLOOR_LUA: &str = "local n = redis.call('INCR', KEYS[1]) \
     if n > tonumber(ARGV[1]) then return 0 end return 1";
 
 impl Peer {
-    /// One check of key `k`: whether it was admitted.
-    async fn check(&self, k: u64) -> bool {
+    /// One check of key `k` (with `chain`: user `k`, then their address): whether it was
+    /// admitted.
+    async fn check(&self, k: u64, chain: bool) -> bool {
         match self {
-            Self::Ours(store, limit) => {
-                let chain = Chain::new().check(limit, Principal::user(format!("u{k}")));
-                store.check(&chain).await.is_ok_and(|d| d.is_allowed())
+            Self::Ours(store, limit, per_ip) => {
+                let mut c = Chain::new().check(limit, Principal::user(format!("u{k}")));
+                if chain {
+                    c = c.check(per_ip, Principal::ip(address(k)));
+                }
+                store.check(&c).await.is_ok_and(|d| d.is_allowed())
             }
-            Self::Floor(con, script, quota) => {
+            Self::Floor(con, one, two, quota) => {
                 let mut con = con.clone();
-                let r: redis::RedisResult<i64> = script
-                    .key(format!("floor:{{u{k}}}:w"))
-                    .arg(*quota)
-                    .arg(WINDOW)
-                    .invoke_async(&mut con)
-                    .await;
+                let r: redis::RedisResult<i64> = if chain {
+                    two.key(format!("floor:{{u{k}}}:w"))
+                        .key(format!("floor:{{ip{}}}:w", k % ADDRESSES))
+                        .arg(*quota)
+                        .arg(*quota * 10)
+                        .arg(WINDOW)
+                        .invoke_async(&mut con)
+                        .await
+                } else {
+                    one.key(format!("floor:{{u{k}}}:w"))
+                        .arg(*quota)
+                        .arg(WINDOW)
+                        .invoke_async(&mut con)
+                        .await
+                };
                 r.is_ok_and(|v| v == 1)
             }
-            Self::ThrottleKit(b, q) => {
+            Self::ThrottleKit(b, q, per_ip) => {
                 use throttle_kit::RateLimitBackend;
-                b.check(&format!("tk:u{k}"), q).await.allowed
+                let user = b.check(&format!("tk:u{k}"), q).await.allowed;
+                if !chain || !user {
+                    return user;
+                }
+                b.check(&format!("tk:ip{}", k % ADDRESSES), per_ip)
+                    .await
+                    .allowed
             }
         }
     }
@@ -66,21 +115,28 @@ impl Peer {
 
 async fn peers(url: &str, quota: u64) -> Vec<(&'static str, Peer)> {
     let limit = Limit::fixed_window("peers", quota, Duration::from_secs(WINDOW)).unwrap();
+    let per_ip = Limit::fixed_window("peers-ip", quota * 10, Duration::from_secs(WINDOW)).unwrap();
     let ours = RedisStore::builder(url).prefix("ours").build().unwrap();
     let client = redis::Client::open(url).unwrap();
     let con = client.get_multiplexed_async_connection().await.unwrap();
     let floor = redis::Script::new(FLOOR_LUA);
+    let floor_chain = redis::Script::new(FLOOR_CHAIN_LUA);
     let tk = throttle_kit::RedisBackend::connect(url).await.unwrap();
     // GCRA: the whole window's quota as the burst, refilled over the window — at most one
     // a millisecond (throttle-kit's emission interval is whole milliseconds: a shorter one
     // is 0 and its script's `SET … PX 0` fails, which it answers by failing open).
-    let interval =
-        (Duration::from_secs(WINDOW) / u32::try_from(quota).unwrap()).max(Duration::from_millis(1));
-    let q = throttle_kit::Quota::from_parts(interval, u32::try_from(quota).unwrap());
+    let gcra = |quota: u64| {
+        let interval = (Duration::from_secs(WINDOW) / u32::try_from(quota).unwrap())
+            .max(Duration::from_millis(1));
+        throttle_kit::Quota::from_parts(interval, u32::try_from(quota).unwrap())
+    };
     vec![
-        ("ours", Peer::Ours(ours, limit)),
-        ("minimal Lua", Peer::Floor(con, floor, quota)),
-        ("throttle-kit", Peer::ThrottleKit(Arc::new(tk), q)),
+        ("ours", Peer::Ours(ours, limit, per_ip)),
+        ("minimal Lua", Peer::Floor(con, floor, floor_chain, quota)),
+        (
+            "throttle-kit",
+            Peer::ThrottleKit(Arc::new(tk), gcra(quota), gcra(quota * 10)),
+        ),
     ]
 }
 
@@ -107,8 +163,9 @@ struct Figures {
     commands: f64,
 }
 
-/// `tasks` tasks checking uniform keys through `peer` for `secs`.
-async fn run(peer: &Peer, server: &RedisServer, tasks: usize, secs: f64) -> Figures {
+/// `tasks` tasks checking uniform keys through `peer` for `secs` (with `chain`: each user,
+/// then their address).
+async fn run(peer: &Peer, server: &RedisServer, tasks: usize, secs: f64, chain: bool) -> Figures {
     let stop = Arc::new(AtomicBool::new(false));
     let seed = Arc::new(AtomicU64::new(0x9e37_79b9_7f4a_7c15));
     let (cpu0, redis0, cmds0) = (own_cpu(), server.cpu_time(), commands(server));
@@ -124,7 +181,7 @@ async fn run(peer: &Peer, server: &RedisServer, tasks: usize, secs: f64) -> Figu
                     x ^= x >> 7;
                     x ^= x << 17;
                     let t = Instant::now();
-                    peer.check(x % KEYS).await;
+                    peer.check(x % KEYS, chain).await;
                     lat.push(t.elapsed());
                 }
                 lat
@@ -177,39 +234,51 @@ async fn main() {
         .unwrap_or(3);
     let server = RedisServer::start();
     let all = peers(&server.url(), QUOTA).await;
-    // Per (peer, tasks): the figures of each repetition.
-    let mut seen: HashMap<(&str, usize), Vec<Figures>> = HashMap::new();
+    // WORKLOADS=one,chain (the default: both).
+    let workloads: Vec<bool> = std::env::var("WORKLOADS")
+        .unwrap_or_else(|_| "one,chain".into())
+        .split(',')
+        .map(|w| w.trim() == "chain")
+        .collect();
+    // Per (workload, peer, tasks): the figures of each repetition.
+    let mut seen: HashMap<(bool, &str, usize), Vec<Figures>> = HashMap::new();
     for rep in 0..reps {
-        for tasks in [1, 8, 32] {
-            for (name, peer) in &all {
-                let f = run(peer, &server, tasks, secs).await;
-                println!(
-                    "rep {rep} {tasks:>2} tasks {name:>17}: {:>8.0} checks/s, client {:>5.1} µs, redis {:>5.1} µs, p50 {:>6.0} µs, p99 {:>6.0} µs, {:.2} commands/check",
-                    f.per_sec, f.client_us, f.redis_us, f.p50_us, f.p99_us, f.commands
-                );
-                seen.entry((name, tasks)).or_default().push(f);
+        for &chain in &workloads {
+            let what = if chain { "chain" } else { "one" };
+            for tasks in [1, 8, 32] {
+                for (name, peer) in &all {
+                    let f = run(peer, &server, tasks, secs, chain).await;
+                    println!(
+                        "rep {rep} {what:>5} {tasks:>2} tasks {name:>13}: {:>8.0} checks/s, client {:>5.1} µs, redis {:>5.1} µs, p50 {:>6.0} µs, p99 {:>6.0} µs, {:.2} commands/check",
+                        f.per_sec, f.client_us, f.redis_us, f.p50_us, f.p99_us, f.commands
+                    );
+                    seen.entry((chain, name, tasks)).or_default().push(f);
+                }
             }
         }
     }
     println!("\nours ÷ each peer, median over {reps} repetitions (min–max):");
-    for tasks in [1, 8, 32] {
-        for (name, _) in all.iter().skip(1) {
-            let ratio = |pick: fn(&Figures) -> f64| {
-                let r: Vec<f64> = seen[&("ours", tasks)]
-                    .iter()
-                    .zip(&seen[&(*name, tasks)])
-                    .map(|(o, p)| pick(o) / pick(p))
-                    .collect();
-                let (m, lo, hi) = median(r);
-                format!("{m:.2} ({lo:.2}–{hi:.2})")
-            };
-            println!(
-                "{tasks:>2} tasks ÷ {name:>17}: throughput {}, Redis CPU/check {}, client CPU/check {}, p50 {}",
-                ratio(|f| f.per_sec),
-                ratio(|f| f.redis_us),
-                ratio(|f| f.client_us),
-                ratio(|f| f.p50_us)
-            );
+    for &chain in &workloads {
+        let what = if chain { "chain" } else { "one" };
+        for tasks in [1, 8, 32] {
+            for (name, _) in all.iter().skip(1) {
+                let ratio = |pick: fn(&Figures) -> f64| {
+                    let r: Vec<f64> = seen[&(chain, "ours", tasks)]
+                        .iter()
+                        .zip(&seen[&(chain, *name, tasks)])
+                        .map(|(o, p)| pick(o) / pick(p))
+                        .collect();
+                    let (m, lo, hi) = median(r);
+                    format!("{m:.2} ({lo:.2}–{hi:.2})")
+                };
+                println!(
+                    "{what:>5} {tasks:>2} tasks ÷ {name:>13}: throughput {}, Redis CPU/check {}, client CPU/check {}, p50 {}",
+                    ratio(|f| f.per_sec),
+                    ratio(|f| f.redis_us),
+                    ratio(|f| f.client_us),
+                    ratio(|f| f.p50_us)
+                );
+            }
         }
     }
     // Over-admission: a limit of 100, 32 tasks, 10 keys, each task checking until every
@@ -224,7 +293,7 @@ async fn main() {
                 tokio::spawn(async move {
                     for i in 0..400u64 {
                         let k = (i + t) % 10;
-                        if peer.check(1_000_000 + k).await {
+                        if peer.check(1_000_000 + k, false).await {
                             admitted[k as usize].fetch_add(1, Ordering::Relaxed);
                         }
                     }

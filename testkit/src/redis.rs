@@ -311,6 +311,25 @@ impl RedisServer {
     }
 }
 
+impl RedisServer {
+    /// `redis-cli -x`: `args`, then `last` (binary-safe, through stdin) as the last
+    /// argument; the reply as [`cli_bytes`](Self::cli_bytes) gives it.
+    pub fn cli_with_last(&self, args: &[&str], last: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut child = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "-x"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("redis-cli is installed");
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(last).expect("redis-cli reads its stdin");
+        }
+        child.wait_with_output().expect("redis-cli runs").stdout
+    }
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();

@@ -1,4 +1,4 @@
-//! Coalescing: checks that arrive while a call is in flight ride the next call together
+//! Coalescing: checks that arrive while two calls are in flight ride the next call together
 //! (on a Cluster, chains of one slot). Each chain must stay atomic and all-or-nothing on
 //! its own, a chain with bad arguments must fail alone, and one call must write each key
 //! once.
@@ -97,22 +97,44 @@ async fn concurrent_chains_stay_all_or_nothing_each_on_every_store() {
 fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
     const CHAIN_LUA: &str = include_str!("../../rate-limit-core/src/store/redis/chain.lua");
     let server = RedisServer::start();
-    for bad in ["9", "x"] {
+    // An algorithm the script does not have (9), and none at all (0).
+    for bad in [9.0, 0.0] {
         server.cli(&["FLUSHALL"]);
         // KEYS a b c; slack 1000 ms; 3 chains of one check each, in order: a fixed window
-        // of 5 per minute; chain 2's algorithm is `bad`; a token bucket of 10.
-        let reply = server.cli_bytes(&[
-            "EVAL", CHAIN_LUA, "3", "a", "b", "c", "1000", "3", //
-            "0", "1", "1", "5", "60000000", "1", //
-            "0", "1", bad, "5", "60000000", "1", //
-            "0", "1", "4", "10", "1000000", "2",
-        ]);
-        // One string of 8-byte little-endian integers (then redis-cli's newline).
+        // of 5 per minute; chain 2's algorithm is `bad`; a token bucket of 10. The numbers
+        // as one string of little-endian doubles.
+        let args: Vec<u8> = [
+            1000.0,
+            3.0, //
+            0.0,
+            1.0,
+            1.0,
+            5.0,
+            60_000_000.0,
+            1.0, //
+            0.0,
+            1.0,
+            bad,
+            5.0,
+            60_000_000.0,
+            1.0, //
+            0.0,
+            1.0,
+            4.0,
+            10.0,
+            1_000_000.0,
+            2.0_f64,
+        ]
+        .iter()
+        .flat_map(|n| n.to_le_bytes())
+        .collect();
+        let reply = server.cli_with_last(&["EVAL", CHAIN_LUA, "3", "a", "b", "c"], &args);
+        // One string of 8-byte little-endian doubles (then redis-cli's newline).
         let packed = reply.strip_suffix(b"\n").unwrap_or(&reply);
         assert_eq!(packed.len() % 8, 0, "{reply:?}");
         let nums: Vec<i64> = packed
             .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as i64)
             .collect();
         // now, 3 chains; (0, 1, six numbers); (1, 0); (0, 1, six numbers)
         assert_eq!(nums.len(), 2 + 8 + 2 + 8, "{nums:?}");
@@ -198,17 +220,27 @@ async fn a_check_whose_caller_gave_up_before_its_call_left_is_not_sent() {
     server.cli(&["CONFIG", "RESETSTAT"]);
     let limit = Limit::fixed_window("co-gave-up", 5, Duration::from_secs(3_600)).unwrap();
     let chain = |u: &str| Chain::new().check(&limit, Principal::user(u));
-    let first = {
-        let (store, chain) = (store.clone(), chain("a"));
-        tokio::spawn(async move { store.check(&chain).await })
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await; // the first call is in flight
+    // Two calls in flight (the most a lane keeps), then b waits for a place in the next.
+    let first: Vec<_> = ["a", "a2"]
+        .into_iter()
+        .map(|u| {
+            let (store, chain) = (store.clone(), chain(u));
+            tokio::spawn(async move { store.check(&chain).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await; // both calls are in flight
     let gave_up = tokio::time::timeout(Duration::from_millis(20), store.check(&chain("b"))).await;
-    assert!(gave_up.is_err(), "b waits behind the call in flight");
-    assert!(first.await.unwrap().unwrap().is_allowed());
+    assert!(gave_up.is_err(), "b waits behind the calls in flight");
+    for call in first {
+        assert!(call.await.unwrap().unwrap().is_allowed());
+    }
     // Anything the store would still send has reached Redis by now.
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(server.command_calls("evalsha"), 1, "only a's call was sent");
+    assert_eq!(
+        server.command_calls("evalsha"),
+        2,
+        "only a's and a2's calls were sent"
+    );
     let name = |u: &str| store.key_name(&limit.key(Principal::user(u)));
     assert_eq!(server.cli(&["EXISTS", &name("a")]).trim(), "1");
     assert_eq!(

@@ -26,6 +26,7 @@ impl RedisStore {
                 code: CHAIN_LUA,
                 keys: &[],
                 args: &args,
+                doubles: true,
             };
             for m in c.masters().await.map_err(store_error)? {
                 let v: Value = c

@@ -73,9 +73,10 @@ impl RedisStoreBuilder {
     /// The most chains one call carries when checks are coalesced (default 32); 0 or 1
     /// turns coalescing off, and every check is its own call.
     ///
-    /// With coalescing, a check is sent at once when no call is in flight on the
-    /// connection (on a Cluster: for its hash slot); checks that arrive while one is in
-    /// flight ride the next call together (no timer). Each chain is still atomic and all-or-nothing on its own; the call
+    /// With coalescing, a check is sent at once while fewer than two calls are in flight
+    /// on the connection (on a Cluster: for its hash slot); checks that arrive while two
+    /// are in flight ride the next call together (no timer). Each chain is still atomic and
+    /// all-or-nothing on its own; the call
     /// shares one round trip, one read of each key and one write of each key. See the
     /// [`RedisStore`] docs ("Coalescing") for what it saves and costs.
     pub fn coalesce(mut self, max_chains: usize) -> Self {
@@ -161,7 +162,7 @@ impl RedisStoreBuilder {
         let conn = Arc::new(conn);
         let slack_ms = u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX);
         let batch =
-            (self.coalesce > 1).then(|| Batcher::start(conn.clone(), slack_ms, self.coalesce));
+            (self.coalesce > 1).then(|| Batcher::new(conn.clone(), slack_ms, self.coalesce));
         Ok(RedisStore {
             inner: Arc::new(RedisInner {
                 conn,

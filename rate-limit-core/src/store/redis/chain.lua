@@ -3,8 +3,9 @@
 -- (src/algorithm/*.rs); keep the two in step.
 --
 -- KEYS     every chain's keys, chain after chain (on a Cluster: one chain, one slot)
--- ARGV[1]  TTL slack in milliseconds
--- ARGV[2]  the number of chains
+-- ARGV[1]  every number below, as little-endian doubles in one string (script.rs: why)
+-- A[1]     TTL slack in milliseconds
+-- A[2]     the number of chains
 -- then per chain: mode (0 in order, all or nothing; 1 charge every limit; 2 overdraw;
 --          3 count attempts: charge in order up to and including the first refusal),
 --          its number of checks n, then per check: algorithm (1 fixed, 2 sliding, 3 log,
@@ -14,10 +15,10 @@
 -- Returns {now_us, chains, then per chain: 0, n, then per evaluated check: outcome
 --          (0 allowed, 1 denied, 2 never fits; allowed with a lease granted: 4 × units),
 --          limit, remaining (after the grant), reset_us, retry_us, window_us; or 1, 0 for
---          a chain that failed (it charged nothing)}
+--          a chain that failed (it charged nothing)}, as little-endian doubles
 --
 -- Chains see each other's charges in order. Each key is read once (MGET) and written
--- once (SET .. PX) per call, whatever number of chains touch it.
+-- once (SET) per call, whatever number of chains touch it.
 -- No `#!lua` first line: Redis 6.2 cannot compile one. Without it Redis (6.2 and 7) still
 -- refuses the script's first write with OOM at the memory cap, before anything is written,
 -- so a call at the cap charges nothing (the scripts read everything, then write).
@@ -32,11 +33,34 @@ local MIN_RETRY = 1000
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local slack = tonumber(ARGV[1])
-local out = {now, tonumber(ARGV[2])}
+-- The arguments, 200 at a time (`unpack`'s results must fit Lua's C stack); up to 200,
+-- the unpacked table is A itself (its last entry, the position after them, unused): a
+-- table costs a call ~1 400 instructions (Redis 6.2), so the script keeps to few.
+local A
+do
+  local blob = ARGV[1]
+  local total = #blob / 8
+  if total % 1 ~= 0 or total < 2 then error('chain.lua: the arguments are not doubles') end
+  if total <= 200 then
+    A = {struct.unpack('<' .. string.rep('d', total), blob)}
+  else
+    A = {}
+    local pos = 1
+    for from = 1, total, 200 do
+      local n = min(200, total - from + 1)
+      local got = {struct.unpack('<' .. string.rep('d', n), blob, pos)}
+      for j = 1, n do A[from + j - 1] = got[j] end
+      pos = got[n + 1]
+    end
+  end
+end
+local slack = A[1]
+local out = {now, A[2]}
 
+-- Whole-number division below 2^53: `%` is an opcode where `floor` is a C call (~300
+-- instructions); the rounding of `a / b` it inherits is corrected after.
 local function idiv(a, b)
-  local q = floor(a / b)
+  local q = (a - a % b) / b
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
   return q
 end
@@ -55,8 +79,8 @@ local function verdict(at, charge, fits, cost, quota, remaining, reset, window, 
   elseif fits then retry = 0
   else
     o = 1
-    retry = max(retry, MIN_RETRY)
-    reset = max(reset, retry)
+    if retry < MIN_RETRY then retry = MIN_RETRY end
+    if reset < retry then reset = retry end
   end
   out[at + 1], out[at + 2], out[at + 3] = o, quota, remaining
   out[at + 4], out[at + 5], out[at + 6] = reset, retry, window
@@ -73,10 +97,14 @@ local function fixed(at, q, w, st, cost, charge)
   local fits = cost <= q and count + cost <= q
   local charged = applies(charge, fits, cost, q)
   local after = count
-  if charged then after = min(count + cost, q * 2) end
-  local reset = 0
+  if charged then
+    after = count + cost
+    if after > q * 2 then after = q * 2 end
+  end
+  local reset, left = 0, q - after
   if after > 0 then reset = ending end
-  local o = verdict(at, charge, fits, cost, q, max(q - after, 0), reset, w, ending)
+  if left < 0 then left = 0 end
+  local o = verdict(at, charge, fits, cost, q, left, reset, w, ending)
   if charged then return o, {window, after}, (window + 1) * w end
   return o
 end
@@ -247,42 +275,66 @@ for from = 1, #KEYS, 1000 do     -- MGET in parts: unpack's results must fit Lua
   for i = from, to do raw[KEYS[i]] = got[i - from + 1] end
 end
 local state, expiry = {}, {}     -- per key: the state as charged so far (false: none)
-local find, gmatch, format, match = string.find, string.gmatch, string.format, string.match
+local find, sub, format, match = string.find, string.sub, string.format, string.match
 
 local function parse(s)
-  if type(s) ~= 'string' then return false end
-  if not find(s, ' ', 1, true) then
-    -- One number (the token bucket's state): tonumber alone, no tokenizer (same rules).
+  local kind = type(s)
+  if kind ~= 'string' then
+    if kind == 'table' or kind == 'number' then return s end   -- parsed before
+    return false
+  end
+  local space = find(s, ' ', 1, true)
+  if not space then
+    -- One number (the token bucket's state): tonumber alone, no split (same rules).
     local v = tonumber(s)
-    if v == nil or v < 0 or v ~= floor(v) then return false end
+    if v == nil or v < 0 or v % 1 ~= 0 then return false end
     return v
   end
-  local st = {}
-  for token in gmatch(s, '%S+') do
-    local v = tonumber(token)
-    if v == nil or v < 0 or v ~= floor(v) then return false end
-    st[#st + 1] = v
+  -- Split at each single space with `find` (a plain search, no pattern): a pattern
+  -- iterator costs Redis about twice as much for a two-number state. An empty token (two
+  -- spaces, a leading or trailing one) is not a number: no state, as for any corrupt data.
+  local st, n, from = {}, 0, 1
+  while true do
+    local v = tonumber(sub(s, from, (space or 0) - 1))
+    if v == nil or v < 0 or v % 1 ~= 0 then return false end
+    n = n + 1
+    st[n] = v
+    if not space then return st end
+    from = space + 1
+    space = find(s, ' ', from, true)
   end
-  return st
 end
 
+-- Integers as text: `%d` (exact below 2^53: Redis's Lua formats a 64-bit long; Lua 5.4
+-- takes an integral float) costs about half what `%.0f` does; one `format` per state.
 local function encode(s)
-  if type(s) == 'number' then return format('%.0f', s) end
+  if type(s) == 'number' then return format('%d', s) end
+  local n = #s
+  if n == 2 then return format('%d %d', s[1], s[2]) end
+  if n == 3 then return format('%d %d %d', s[1], s[2], s[3]) end
   local parts = {}
-  for j = 1, #s do parts[j] = format('%.0f', s[j]) end
+  for j = 1, n do parts[j] = format('%d', s[j]) end
   return table.concat(parts, ' ')
 end
 
+-- A key's state as the chains so far left it; the first read parses the stored text and
+-- keeps the parse in `raw` too (the state as read, which `parse` returns as it is).
+local stored = {}
 local function current(key)
   local st = state[key]
   if st == nil then
     st = parse(raw[key])
-    state[key] = st
+    state[key], stored[key] = st, st
   end
   return st
 end
 
-local pk, pv, pe = {}, {}, {}   -- one chain's charges (key, state, expiry) per check
+-- Keys of a fixed or sliding window. One whose stored state is in its new state's window
+-- already has the expiry a write would set (the window's end, plus slack), so the write
+-- keeps it (`SET .. KEEPTTL`, Redis 6.0+): half what `SET .. PX` costs Redis.
+local windowed = {}
+
+local pend = {}                 -- one chain's charges: key, state, expiry per check
 -- A key's state as the running chain left it: valid while `at[key]` is that chain's number
 -- (no clearing between chains, no scan of the chain's earlier checks).
 local at, mine, number = {}, {}, 0
@@ -293,17 +345,17 @@ local function count_bans(k, a, r)
   local tag = match(KEYS[k + r], '{([^}]*)}')
   for j = 1, r - 1 do
     local p = a + (j - 1) * 4
-    local code = tonumber(ARGV[p + 1])
+    local code = A[p + 1]
     local key = KEYS[k + j]
     if code % 16 == 5 and match(key, '{([^}]*)}') == tag then
-      local nx, exp = ban_count(tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]),
-                                tonumber(ARGV[p + 4]), current(key), (code - 5) / 16)
+      local nx, exp = ban_count(A[p + 2], A[p + 3],
+                                A[p + 4], current(key), (code - 5) / 16)
       if nx then state[key] = nx; expiry[key] = exp end
     end
   end
 end
 
--- One chain: its keys are KEYS[k + 1 ..], its checks' numbers ARGV[a + 1 ..]. Writes its
+-- One chain: its keys are KEYS[k + 1 ..], its checks' numbers A[a + 1 ..]. Writes its
 -- output after out[head]; returns how many checks it evaluated. What it charged is kept
 -- only when it passes.
 local function chain(head, mode, n, k, a)
@@ -318,10 +370,10 @@ local function chain(head, mode, n, k, a)
     -- The state as this chain left it, else as the chains before it left it.
     local st
     if at[key] == number then st = mine[key] else st = current(key) end
-    local code, o6 = tonumber(ARGV[p + 1]), base + (i - 1) * 6
+    local code, o6 = A[p + 1], base + (i - 1) * 6
     local algo = code % 16
-    local step, q, w, cost = steps[algo], tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]),
-                             tonumber(ARGV[p + 4])
+    local step, q, w, cost = steps[algo], A[p + 2], A[p + 3],
+                             A[p + 4]
     local o, nx, exp
     if algo == 5 then
       -- A ban's gate; a charge (overdraw) counts its refusals first.
@@ -331,12 +383,12 @@ local function chain(head, mode, n, k, a)
         -- Banned: nothing is charged, whatever the mode.
         for j = 1, i - 1 do
           local q = a + (j - 1) * 4
-          local c = tonumber(ARGV[q + 1])
+          local c = A[q + 1]
           if c % 16 == 5 then
-            ban_gate(base + (j - 1) * 6, tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]),
-                     tonumber(ARGV[q + 4]), current(KEYS[k + j]))
+            ban_gate(base + (j - 1) * 6, A[q + 2], A[q + 3],
+                     A[q + 4], current(KEYS[k + j]))
           else
-            steps[c % 16](base + (j - 1) * 6, tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]),
+            steps[c % 16](base + (j - 1) * 6, A[q + 2], A[q + 3],
                           current(KEYS[k + j]), 0, IFFITS)
           end
         end
@@ -356,15 +408,18 @@ local function chain(head, mode, n, k, a)
         else step(o6, q, w, st, cost, charge) end
       end
     end
-    pk[i], pv[i], pe[i] = key, nx or false, exp
-    if nx then at[key], mine[key] = number, nx end
+    if nx then
+      at[key], mine[key] = number, nx
+      if algo <= 2 then windowed[key] = true end
+    end
+    pend[3 * i - 2], pend[3 * i - 1], pend[3 * i] = key, nx or false, exp
     if o ~= 0 and mode == 0 then
       -- Nothing is charged: the limits before the refusal report their state as it stays.
       for j = 1, i - 1 do
         local q = a + (j - 1) * 4
-        local c = tonumber(ARGV[q + 1])
+        local c = A[q + 1]
         if c % 16 ~= 5 then
-          steps[c % 16](base + (j - 1) * 6, tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]),
+          steps[c % 16](base + (j - 1) * 6, A[q + 2], A[q + 3],
                         current(KEYS[k + j]), 0, IFFITS)
         end
       end
@@ -375,7 +430,8 @@ local function chain(head, mode, n, k, a)
     if o ~= 0 and mode == 3 then evaluated = i break end
   end
   for i = 1, evaluated do
-    if pv[i] then state[pk[i]] = pv[i]; expiry[pk[i]] = pe[i] end
+    local key, nx = pend[3 * i - 2], pend[3 * i - 1]
+    if nx then state[key] = nx; expiry[key] = pend[3 * i] end
   end
   if mode ~= 2 then
     for i = 1, evaluated do
@@ -390,7 +446,7 @@ end
 local function all(guard)
   local k, a = 0, 2
   for _ = 1, out[2] do
-    local mode, n = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    local mode, n = A[a + 1], A[a + 2]
     local head = #out
     out[head + 1], out[head + 2] = 0, 0
     if guard then
@@ -419,17 +475,21 @@ if not pcall(all, false) then
 end
 
 for key, at in pairs(expiry) do
-  local ttl = max(ceil((at - now) / 1000), 1) + slack
-  redis.call('SET', key, encode(state[key]), 'PX', ttl)
+  local st, was = state[key], stored[key]
+  if windowed[key] and type(was) == 'table' and was[1] == st[1] and #was == #st then
+    redis.call('SET', key, encode(st), 'KEEPTTL')
+  else
+    local ttl = max(ceil((at - now) / 1000), 1) + slack
+    redis.call('SET', key, encode(st), 'PX', ttl)
+  end
 end
 
--- The answer as one string of 8-byte little-endian integers, not an array: a client reads
--- one bulk string at once, where an array costs it a parse per element (about 1 000
--- instructions each in redis-rs, ten for a one-check chain); packing is one C call per 200
--- numbers (under `unpack`'s limit), cheaper for Redis than an array's reply.
+-- The answer: one string of little-endian doubles, not an array (script.rs: why), one C
+-- call per 200 numbers (under `unpack`'s limit).
+if #out <= 200 then return struct.pack('<' .. string.rep('d', #out), unpack(out)) end
 local parts = {}
 for i = 1, #out, 200 do
   local j = math.min(i + 199, #out)
-  parts[#parts + 1] = struct.pack('<' .. string.rep('i8', j - i + 1), unpack(out, i, j))
+  parts[#parts + 1] = struct.pack('<' .. string.rep('d', j - i + 1), unpack(out, i, j))
 end
 return table.concat(parts)

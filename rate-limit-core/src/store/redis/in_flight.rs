@@ -44,6 +44,7 @@ impl RedisStore {
             code: SLOTS_LUA,
             keys: &keys,
             args: &args,
+            doubles: false,
         };
         let hash_slot = self
             .inner

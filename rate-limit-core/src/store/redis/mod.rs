@@ -171,6 +171,7 @@ impl RedisStore {
             code: REFUND_LUA,
             keys,
             args: &args,
+            doubles: false,
         };
         self.inner
             .conn

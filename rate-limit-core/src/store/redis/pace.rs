@@ -55,6 +55,7 @@ impl RedisStore {
             code: PACER_LUA,
             keys: &keys,
             args: &args,
+            doubles: false,
         };
         let v: Value = self.inner.conn.invoke(&inv).await.map_err(store_error)?;
         let Value::Array(v) = v else {

