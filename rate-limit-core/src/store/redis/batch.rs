@@ -36,9 +36,9 @@ pub(super) type BatchAnswer = Result<(u64, Vec<Decision>, Grants), StoreError>;
 
 /// Calls a lane keeps in flight before checks wait to share the next: two, so that Redis
 /// runs one call while the client sends the next and reads the last (with one, Redis sat
-/// idle between calls; three made calls smaller for no more throughput). Measured with
-/// the peers' bench at 8 and 32 tasks: one 32 900 and 69 100 checks/s, two 41 900 and
-/// 92 600, three 35 100 and 81 400 (BENCHMARKS.md).
+/// idle between calls; three made calls smaller for no more throughput). Single 5-second
+/// runs of the peers' bench at 8 and 32 tasks: one 32 900 and 69 100 checks/s, two
+/// 41 900 and 92 600, three 35 100 and 81 400 (BENCHMARKS.md).
 pub(super) const IN_FLIGHT: usize = 2;
 
 struct Job {
