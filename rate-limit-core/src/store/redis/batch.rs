@@ -242,9 +242,10 @@ impl Drop for Done {
     }
 }
 
-/// One call for `jobs`; hands each its answer, then gives its place back (`_done`).
-async fn call(mut jobs: Vec<Job>, _done: Done) {
-    let shared = _done.0.clone();
+/// One call for `jobs`; hands each its answer, then gives its place back (`done`, dropped
+/// at the end).
+async fn call(mut jobs: Vec<Job>, done: Done) {
+    let shared = &done.0;
     let mut keys = Vec::with_capacity(jobs.iter().map(|j| j.keys.len()).sum());
     for job in &mut jobs {
         keys.append(&mut job.keys);
