@@ -1,5 +1,5 @@
-//! What only Redis can get wrong: key hygiene, one command per chain, corrupt or foreign
-//! state, the server's clock, de-duplication, the eviction policy.
+//! What only Redis can get wrong: key hygiene, one command per chain, expiries kept or set,
+//! corrupt or foreign state, the server's clock, de-duplication, the eviction policy.
 
 use std::time::Duration;
 
@@ -287,4 +287,57 @@ async fn a_refused_config_get_is_reported_as_unchecked() {
             .unwrap()
             .is_allowed()
     );
+}
+
+/// A write in the window the key already expires with keeps its expiry (`SET .. KEEPTTL`,
+/// the cheaper write); the first write, and the first of a new window, sets it (`PX`). The
+/// expiry is the window's end either way: a later check never pushes it back.
+#[tokio::test]
+async fn a_write_in_the_same_window_keeps_the_expiry() {
+    let window = Duration::from_secs(1);
+    crate::support::clear_of_boundary(window, Duration::from_millis(400)).await;
+    let server = RedisServer::start();
+    let store = standalone(&server.url());
+    let fixed = Limit::fixed_window("ttl-fixed", 100, window).unwrap();
+    let sliding = Limit::sliding_window("ttl-sliding", 100, window).unwrap();
+    let chain = Chain::new()
+        .check(&fixed, Principal::user("ada"))
+        .check(&sliding, Principal::user("ada"));
+    assert!(store.check(&chain).await.unwrap().is_allowed()); // loads the script
+    let monitor = crate::monitor::Monitor::start(server.port());
+    let pttl = |server: &RedisServer| -> Vec<i64> {
+        let keys = server.cli(&["--scan"]);
+        let mut keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+        keys.sort_unstable();
+        keys.iter()
+            .map(|k| server.cli(&["PTTL", k]).trim().parse().unwrap())
+            .collect()
+    };
+    let before = pttl(&server);
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert!(store.check(&chain).await.unwrap().is_allowed());
+    let after = pttl(&server);
+    // The next window: a new expiry.
+    crate::support::clear_of_boundary(window, window).await;
+    assert!(store.check(&chain).await.unwrap().is_allowed());
+    let sets: Vec<Vec<Vec<u8>>> = crate::monitor::commands(&monitor.finish())
+        .into_iter()
+        .filter(|c| c.by_script && c.args[0].eq_ignore_ascii_case(b"set"))
+        .map(|c| c.args)
+        .collect();
+    let tails: Vec<String> = sets
+        .iter()
+        .map(|a| String::from_utf8_lossy(&a[3]).into_owned())
+        .collect();
+    assert_eq!(
+        tails,
+        ["KEEPTTL", "KEEPTTL", "PX", "PX"],
+        "same window, then the next"
+    );
+    for (b, a) in before.iter().zip(&after) {
+        assert!(
+            a <= b && *a > 0,
+            "the expiry moved: {before:?} then {after:?}"
+        );
+    }
 }
