@@ -103,6 +103,16 @@ impl Chain {
         Self::default()
     }
 
+    /// An empty chain in [`ChainMode::InOrder`] with room for `n` checks (up to two need no
+    /// allocation either way).
+    #[inline]
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            checks: SmallVec::with_capacity(n),
+            mode: ChainMode::InOrder,
+        }
+    }
+
     /// An empty chain in [`ChainMode::ChargeAll`].
     pub fn charge_all() -> Self {
         Self {

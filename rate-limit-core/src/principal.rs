@@ -175,12 +175,27 @@ pub(crate) const MIN_HASH_KEY_LEN: usize = 16;
 /// let mail = Principal::keyed(PrincipalKind::User, &key, "ann@example.com");
 /// assert!(mail.as_str().starts_with("u:~"));
 /// assert_ne!(mail, Principal::personal(PrincipalKind::User, "ann@example.com"));
+/// // Equal when made from the same bytes.
+/// assert_eq!(key, HashKey::new(b"0123456789abcdef0123456789abcdef")?);
+/// assert_ne!(key, HashKey::new(b"0123456789abcdef0123456789abcdeF")?);
 /// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// ```
+///
+/// Two keys are equal when they were made from the same bytes (compared by a digest of
+/// the key under a label of its own, never the key itself).
 #[derive(Clone)]
 pub struct HashKey {
     mac: Arc<hmac::Hmac<Sha256>>,
+    id: [u8; 32],
 }
+
+impl PartialEq for HashKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for HashKey {}
 
 impl fmt::Debug for HashKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -209,7 +224,17 @@ impl HashKey {
                 "the hash key is not usable",
             )
         })?;
-        Ok(Self { mac: Arc::new(mac) })
+        // The label differs from `hashed`'s, so no principal's hash is this digest.
+        let id = mac
+            .clone()
+            .chain_update(b"rate-limit/identity\0")
+            .finalize()
+            .into_bytes()
+            .into();
+        Ok(Self {
+            mac: Arc::new(mac),
+            id,
+        })
     }
 
     fn hashed(&self, bytes: &[u8]) -> String {

@@ -80,6 +80,7 @@ impl RateLimitLayer {
             shared: Arc::new(Shared {
                 limiter,
                 rules: Vec::new(),
+                same_key: Vec::new(),
                 names: Vec::new(),
                 policy: FailurePolicy::Open,
                 mode: ChainMode::InOrder,
@@ -140,6 +141,11 @@ impl RateLimitLayer {
                 s.policy.strictest(rule.policy)
             };
             s.counted |= rule.count.is_some();
+            let same = s
+                .rules
+                .iter()
+                .position(|r| r.key.same_key_as(&*rule.key) || rule.key.same_key_as(&*r.key));
+            s.same_key.push(same);
             s.rules.push(rule);
         })
     }

@@ -19,6 +19,10 @@ use crate::rule::{BanAnswer, InFlightRule, Rule, not_owned};
 pub(crate) struct Shared {
     pub(crate) limiter: Limiter<AnyStore>,
     pub(crate) rules: Vec<Rule>,
+    /// Per rule, the earlier rule whose extractor is the same as its own
+    /// ([`KeyExtractor::same_key_as`](crate::extract::KeyExtractor::same_key_as)): its
+    /// principal is that rule's, extracted once.
+    pub(crate) same_key: Vec<Option<usize>>,
     pub(crate) names: Vec<Arc<str>>,
     pub(crate) policy: FailurePolicy,
     pub(crate) mode: ChainMode,
@@ -95,8 +99,11 @@ impl Shared {
             Listed::Unresolved(rejection) => return Err(rejection.into()),
             _ => return Err(Refusal::denied()),
         }
-        for rule in &self.rules {
-            let p = rule.key.extract(parts)?;
+        for (rule, same) in self.rules.iter().zip(&self.same_key) {
+            let p = match same.and_then(|j| chain.checks().get(j)) {
+                Some(earlier) => earlier.key().principal().clone(),
+                None => rule.key.extract(parts)?,
+            };
             if !rule.limit.may_name(&p) {
                 return Err(not_owned(rule.limit.name(), &p).into());
             }

@@ -129,6 +129,63 @@ async fn chains(store: &AnyStore) {
     }
 }
 
+/// A key twice in one chain (the second check sees the first's charge, and a refusal by
+/// the second undoes both); eight limits in one chain, their keys new, then found, then
+/// found beside a new one.
+async fn repeats_and_long_chains(store: &AnyStore) {
+    for limit in every_algorithm("twice", 3) {
+        let p = Principal::user("u");
+        let chain = Chain::new()
+            .check(&limit, p.clone())
+            .check(&limit, p.clone());
+        let (s, ds) = run(store, &chain, 2).await;
+        assert_eq!(s, "AD", "{}", limit.name());
+        let remaining: Vec<u64> = ds[0].decisions().iter().map(|d| d.remaining()).collect();
+        assert_eq!(remaining, [2, 1], "{}", limit.name());
+        assert_eq!(
+            store.peek(&limit.key(p)).await.unwrap().remaining(),
+            1,
+            "the refusal charged nothing: {}",
+            limit.name()
+        );
+    }
+    let limits: Vec<Limit> = (0..8)
+        .flat_map(|i| {
+            every_algorithm(&format!("eight{i}"), 3)
+                .into_iter()
+                .skip(i % 4)
+                .take(1)
+        })
+        .collect();
+    let p = Principal::user("u");
+    let chain = limits
+        .iter()
+        .fold(Chain::new(), |c, l| c.check(l, p.clone()));
+    let (s, ds) = run(store, &chain, 4).await;
+    assert_eq!(s, "AAAD");
+    assert!(ds[2].decisions().iter().all(|d| d.remaining() == 0));
+    for l in &limits {
+        assert_eq!(store.peek(&l.key(p.clone())).await.unwrap().remaining(), 0);
+    }
+    // Found keys beside a new one: the new principal's limit charged, the others refuse.
+    let other = Limit::fixed_window("eight-new", 3, MINUTE).unwrap();
+    let (s, _) = run(store, &chain.clone().check(&other, Principal::user("v")), 1).await;
+    assert_eq!(s, "D");
+    let fresh = Chain::new()
+        .check(&other, Principal::user("v"))
+        .check(&limits[0], Principal::user("w"));
+    let (s, _) = run(store, &fresh, 3).await;
+    assert_eq!(s, "AAA");
+    assert_eq!(
+        store
+            .peek(&other.key(Principal::user("v")))
+            .await
+            .unwrap()
+            .remaining(),
+        0
+    );
+}
+
 /// `CountAttempts`: every attempt charges each limit it reaches, the refusing one too, and
 /// nothing after it. Sign-in's shape: client IP, then account — two principals, so on a
 /// Cluster two slot groups.
@@ -384,6 +441,7 @@ pub(crate) async fn suite(store: &AnyStore) {
     counting(store).await;
     costs(store).await;
     chains(store).await;
+    repeats_and_long_chains(store).await;
     count_attempts(store).await;
     principals_in_different_slots(store).await;
     overdraw_and_reset(store).await;

@@ -9,6 +9,7 @@ mod client_ip;
 mod costs;
 mod forwarded;
 mod refusals;
+mod shared_keys;
 mod trace;
 
 use std::time::Duration;

@@ -15,7 +15,7 @@ use super::{DEFAULT_MAX_HASHED_LEN, Hashing, KeyExtractor, Rejection, visible_as
 /// header is a 401 with `WWW-Authenticate: Bearer`. Tokens of any length up to
 /// [`DEFAULT_MAX_HASHED_LEN`] (8 KiB; [`max_len`](Self::max_len)) are accepted: a signed
 /// JWT is often 500 bytes to a few KiB, and its hash is 32 bytes whatever its length.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bearer {
     max: usize,
     hashing: Hashing,
@@ -100,5 +100,9 @@ impl KeyExtractor for Bearer {
             )
             .unauthorized(challenge)),
         }
+    }
+
+    fn same_key_as(&self, other: &dyn KeyExtractor) -> bool {
+        super::same(self, other)
     }
 }

@@ -149,6 +149,11 @@ fn prefix(len: u8, max: u8) -> Result<u8, ConfigError> {
     Ok(len)
 }
 
+/// The default peer function, one for every `ClientIp` (so two built alike are the same
+/// extractor: [`KeyExtractor::same_key_as`]).
+static DEFAULT_PEER: std::sync::LazyLock<Arc<PeerFn>> =
+    std::sync::LazyLock::new(|| Arc::new(default_peer));
+
 impl ClientIp {
     /// The TCP peer; no proxy trusted; IPv6 by /64.
     pub fn new() -> Self {
@@ -157,7 +162,7 @@ impl ClientIp {
             source: ForwardedSource::XForwardedFor,
             v4_prefix: 32,
             v6_prefix: 64,
-            peer: Arc::new(default_peer),
+            peer: Arc::clone(&DEFAULT_PEER),
             warned_garbage: Arc::default(),
             warned_peer: Arc::default(),
         }
@@ -298,6 +303,19 @@ impl KeyExtractor for ClientIp {
             self.v4_prefix,
             self.v6_prefix,
         ))
+    }
+
+    /// The same settings, and the same peer function (a clone's: a function has no
+    /// equality of its own).
+    fn same_key_as(&self, other: &dyn KeyExtractor) -> bool {
+        (other as &dyn std::any::Any)
+            .downcast_ref::<Self>()
+            .is_some_and(|o| {
+                self.trusted == o.trusted
+                    && self.source == o.source
+                    && (self.v4_prefix, self.v6_prefix) == (o.v4_prefix, o.v6_prefix)
+                    && Arc::ptr_eq(&self.peer, &o.peer)
+            })
     }
 }
 

@@ -37,6 +37,7 @@
 //! # Ok::<(), ratekeeper_core::ConfigError>(())
 //! ```
 
+use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -71,14 +72,37 @@ pub const DEFAULT_MAX_HEADER_LEN: usize = 128;
 pub const DEFAULT_MAX_HASHED_LEN: usize = 8 * 1024;
 
 /// Names a principal from a request's head.
-pub trait KeyExtractor: Send + Sync + 'static {
+pub trait KeyExtractor: Any + Send + Sync {
     /// The principal, or why there is none.
     fn extract(&self, parts: &Parts) -> Result<Principal, Rejection>;
+
+    /// Whether `other` names the same principal as this extractor from every request: a
+    /// layer whose rules share an extractor runs it once a request and gives each rule
+    /// the principal. The default, `false`, runs each rule's own. This crate's
+    /// extractors compare their settings (an extractor and its clone are the same); an
+    /// `Arc` of an extractor is the same as a clone of that `Arc`.
+    fn same_key_as(&self, other: &dyn KeyExtractor) -> bool {
+        let _ = other;
+        false
+    }
+}
+
+/// `other` is a `T` equal to `me` (the [`KeyExtractor::same_key_as`] of a `T` whose
+/// equality is its settings').
+fn same<T: PartialEq + Any>(me: &T, other: &dyn KeyExtractor) -> bool {
+    (other as &dyn Any).downcast_ref::<T>() == Some(me)
 }
 
 impl<K: KeyExtractor + ?Sized> KeyExtractor for Arc<K> {
     fn extract(&self, parts: &Parts) -> Result<Principal, Rejection> {
         (**self).extract(parts)
+    }
+
+    fn same_key_as(&self, other: &dyn KeyExtractor) -> bool {
+        match (other as &dyn Any).downcast_ref::<Self>() {
+            Some(o) => Arc::ptr_eq(self, o),
+            None => (**self).same_key_as(other),
+        }
     }
 }
 
@@ -110,15 +134,25 @@ impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for OrElse<A, B> {
             other => other,
         }
     }
+
+    fn same_key_as(&self, other: &dyn KeyExtractor) -> bool {
+        (other as &dyn Any)
+            .downcast_ref::<Self>()
+            .is_some_and(|o| self.first.same_key_as(&o.first) && self.second.same_key_as(&o.second))
+    }
 }
 
 /// Everybody: one counter for all requests.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Global;
 
 impl KeyExtractor for Global {
     fn extract(&self, _: &Parts) -> Result<Principal, Rejection> {
         Ok(Principal::global())
+    }
+
+    fn same_key_as(&self, other: &dyn KeyExtractor) -> bool {
+        same(self, other)
     }
 }
 
@@ -178,7 +212,7 @@ fn all_within(bytes: &[u8], low: u8) -> bool {
 }
 
 /// How an extractor turns a value into a principal.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Hashing {
     /// Readable when short and safe ([`Principal::new`]).
     Plain,
@@ -224,7 +258,7 @@ fn is_credential(name: &HeaderName) -> bool {
 /// kind [`PrincipalKind::ApiKey`] and the value of `Authorization`, `Proxy-Authorization`
 /// or `Cookie` are always hashed; [`personal`](Self::personal) and
 /// [`keyed`](Self::keyed) hash any header.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderKey {
     name: HeaderName,
     kind: PrincipalKind,
@@ -306,6 +340,10 @@ impl KeyExtractor for HeaderKey {
         };
         visible_ascii(value, self.max(), name, is_credential(&self.name))?;
         Ok(self.hashing.principal(&self.kind, value.as_bytes()))
+    }
+
+    fn same_key_as(&self, other: &dyn KeyExtractor) -> bool {
+        same(self, other)
     }
 }
 

@@ -5,8 +5,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use smallvec::SmallVec;
-
 use crate::algorithm::{self, Charge, State};
 use crate::chain::{Chain, ChainMode, Check};
 use crate::clock::Clock;
@@ -19,6 +17,7 @@ use crate::protocol::{Store, StoreError};
 use std::collections::HashMap;
 
 mod builder;
+mod chain;
 mod seen;
 mod shard;
 mod side;
@@ -245,118 +244,6 @@ impl MemoryStore {
             }
         }
         (step.decision, now)
-    }
-
-    fn chain(&self, checks: &[Check], mode: ChainMode, charge: Charge) -> ChainDecision {
-        // Inline up to four of each: a layer's chain costs no allocation here.
-        let digests: SmallVec<[[u64; 2]; 4]> = checks.iter().map(|c| c.key().digest()).collect();
-        let owners: SmallVec<[usize; 4]> = digests.iter().map(|d| self.shard_of(d)).collect();
-        let mut order = owners.clone();
-        order.sort_unstable();
-        order.dedup();
-        // Ascending shard order: two chains can never wait on each other in a cycle.
-        let mut guards: SmallVec<[(usize, MutexGuard<'_, Shard>); 4]> = order
-            .iter()
-            .map(|&i| (i, lock(&self.inner.shards[i])))
-            .collect();
-        let guard = |guards: &mut SmallVec<[(usize, MutexGuard<'_, Shard>); 4]>, s: usize| {
-            guards.iter().position(|(i, _)| *i == s).unwrap_or(0)
-        };
-        let now = self.inner.clock.now_micros();
-        for (_, g) in &mut guards {
-            self.sweep_if_due(g, now);
-        }
-        let mut pending: SmallVec<[Option<State>; 4]> = SmallVec::new();
-        let mut stored: SmallVec<[State; 4]> = SmallVec::new();
-        let mut decisions: SmallVec<[Decision; 4]> = SmallVec::new();
-        for (i, check) in checks.iter().enumerate() {
-            let params = check.key().params();
-            let g = guard(&mut guards, owners[i]);
-            let in_store = guards[g]
-                .1
-                .get(&digests[i])
-                .unwrap_or_else(|| State::fresh(params));
-            // A key that appears twice sees the first check's tentative state.
-            let earlier = (0..i)
-                .rev()
-                .filter(|&j| digests[j] == digests[i])
-                .find_map(|j| pending[j].clone());
-            let state = earlier.unwrap_or_else(|| in_store.clone());
-            let step = algorithm::step(params, &state, now, check.cost(), charge);
-            let allowed = step.decision.is_allowed();
-            // A banned principal: nothing is charged, whatever the mode.
-            let banned = !allowed && step.decision.is_ban();
-            decisions.push(step.decision);
-            pending.push(step.next);
-            stored.push(in_store);
-            if !allowed && (mode == ChainMode::InOrder || banned) {
-                // Nothing is charged: the limits before the refusal report their state as
-                // it stays, not as it would have been.
-                for (j, d) in decisions.iter_mut().enumerate().take(i) {
-                    let params = checks[j].key().params();
-                    *d = algorithm::step(params, &stored[j], now, 0, Charge::IfFits).decision;
-                }
-                if !banned {
-                    self.count_ban_refusals(
-                        checks,
-                        &digests,
-                        &owners,
-                        &stored,
-                        i,
-                        &mut guards,
-                        now,
-                    );
-                }
-                return ChainDecision::from_decisions(decisions).charged_at(now);
-            }
-            if !allowed && mode == ChainMode::CountAttempts {
-                // Charged up to here, the refusal included; the later limits untouched.
-                break;
-            }
-        }
-        let result = ChainDecision::from_decisions(decisions).charged_at(now);
-        if result.is_allowed() || mode != ChainMode::InOrder {
-            for (i, next) in pending.into_iter().enumerate() {
-                if let Some(next) = next {
-                    let params = checks[i].key().params();
-                    let g = guard(&mut guards, owners[i]);
-                    let hot = hot(checks[i].key(), &result.decisions()[i], &next, now);
-                    self.write(&mut guards[g].1, &digests[i], next, params, now, hot);
-                }
-            }
-        }
-        if let Some((r, _)) = result.denied_by() {
-            self.count_ban_refusals(checks, &digests, &owners, &stored, r, &mut guards, now);
-        }
-        result
-    }
-
-    /// Counts a refusal by check `refused` on the bans before it of the same principal
-    /// (see [`Limit::ban`](crate::Limit::ban)), under the chain's shard locks.
-    #[allow(clippy::too_many_arguments)]
-    fn count_ban_refusals(
-        &self,
-        checks: &[Check],
-        digests: &[[u64; 2]],
-        owners: &[usize],
-        stored: &[State],
-        refused: usize,
-        guards: &mut [(usize, MutexGuard<'_, Shard>)],
-        now: u64,
-    ) {
-        let who = checks[refused].key().principal();
-        for (j, check) in checks.iter().enumerate().take(refused) {
-            let params = check.key().params();
-            if !matches!(params, Params::Ban { .. }) || check.key().principal() != who {
-                continue;
-            }
-            if let Some(next) = algorithm::ban_refusals(params, &stored[j], now, check.cost())
-                && let Some(g) = guards.iter().position(|(i, _)| *i == owners[j])
-            {
-                self.note_ban(check.key(), &next, now);
-                self.write(&mut guards[g].1, &digests[j], next, params, now, true);
-            }
-        }
     }
 
     /// Remembers a ban that `next` puts in force, for [`bans`](Self::bans).
