@@ -274,10 +274,15 @@ impl Shared {
         } else {
             resp.extensions_mut().remove::<RateLimitInfo>()
         };
-        // The common case: one limit, nothing to merge, no one to read the record.
-        if let (Record::One(one), None, false, Some(name)) =
-            (&record, &inner, ctx.record, self.names.first())
-            && one.write_fresh(style, resp.headers_mut(), name, &self.answering.policy)
+        // The common case: plainly admitted, nothing to merge, no one to read the record.
+        if inner.is_none()
+            && !ctx.record
+            && record.write_fresh(
+                style,
+                resp.headers_mut(),
+                &self.names,
+                &self.answering.policy,
+            )
         {
             self.expose(resp, ctx);
             return;

@@ -227,6 +227,23 @@ impl PolicyCache {
         same.then_some((terms.as_slice(), policy))
     }
 
+    /// The cached terms and policy value when they describe the limits `names`, with the
+    /// quotas and windows of `limits` (none in flight); `None` when they differ.
+    pub(super) fn plain(
+        &self,
+        names: &[Arc<str>],
+        limits: &[record::One],
+    ) -> Option<(&[Term], &HeaderValue)> {
+        let (terms, policy) = self.0.get()?;
+        let same = terms.len() == limits.len()
+            && terms.iter().zip(names).zip(limits).all(|((t, name), l)| {
+                (Arc::ptr_eq(&t.name, name) || t.name == *name)
+                    && (t.quota, t.window) == l.terms()
+                    && !t.concurrent
+            });
+        same.then_some((terms.as_slice(), policy))
+    }
+
     /// The cached term and policy value when they describe one admitted limit alone:
     /// `name`, with `quota` and `window` (seconds); `None` before the first response has
     /// filled the cache, or when they differ.

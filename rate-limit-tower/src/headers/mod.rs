@@ -85,6 +85,16 @@ pub enum HeaderStyle {
     None,
 }
 
+impl HeaderStyle {
+    /// Whether it sends (the trio, the IETF pair).
+    pub(crate) fn fields(self) -> (bool, bool) {
+        (
+            matches!(self, Self::Trio | Self::Both),
+            matches!(self, Self::Ietf | Self::Both),
+        )
+    }
+}
+
 /// Whole seconds, rounded up.
 pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
@@ -350,8 +360,7 @@ impl RateLimitInfo {
     /// No value allocates but the `RateLimit` field's (one allocation), and the policy's
     /// when it is not the cached one; the trio's numbers under 1 000 are static.
     fn write_with(&self, style: HeaderStyle, headers: &mut HeaderMap, fresh: Option<&PolicyCache>) {
-        let trio = matches!(style, HeaderStyle::Trio | HeaderStyle::Both);
-        let ietf = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both);
+        let (trio, ietf) = style.fields();
         // Our headers, plus one: axum's router adds `content-length` after every layer. A
         // handler's map usually holds one header in 8 slots (room for 6): with all five it
         // has to grow once either way, and growing here, before these are inserted, rehashes

@@ -16,6 +16,9 @@ pub(crate) enum Record {
     Nothing,
     /// The layer's one limit (its first name), admitted.
     One(One),
+    /// Each of the layer's limits, in order, admitted as [`One`] is (no ban, no hold);
+    /// `headline` is the one the `RateLimit-Limit` trio describes.
+    Many { headline: usize, limits: Box<[One]> },
     /// Any other view.
     Full(Box<RateLimitInfo>),
 }
@@ -32,21 +35,57 @@ pub(crate) struct One {
 impl Record {
     /// The record of an admitted chain whose limits are named `names`.
     pub(crate) fn admitted(names: &[Arc<str>], d: &ChainDecision) -> Self {
-        if let ([x], [_, ..]) = (d.decisions(), names)
-            && x.is_allowed()
-            && !x.is_ban()
-            && x.retry_after().is_none()
-            && x.delay().is_zero()
-        {
-            let (window, reset) = window_and_reset(x, None);
-            return Self::One(One {
-                quota: x.limit(),
-                window,
-                remaining: x.remaining(),
-                reset,
-            });
+        let plain = |x: &Decision| {
+            x.is_allowed() && !x.is_ban() && x.retry_after().is_none() && x.delay().is_zero()
+        };
+        match (d.decisions(), names) {
+            ([x], [_, ..]) if plain(x) => Self::One(One::of(x)),
+            (all, _) if all.len() >= 2 && all.len() == names.len() && all.iter().all(plain) => {
+                Self::Many {
+                    headline: d.headline_index().unwrap_or(0),
+                    limits: all.iter().map(One::of).collect(),
+                }
+            }
+            _ => RateLimitInfo::from_chain(names, d).into(),
         }
-        RateLimitInfo::from_chain(names, d).into()
+    }
+
+    /// Writes the headers of `style` onto a response none of ours has touched, for one or
+    /// several plainly admitted limits (`names`: the layer's), when `policy` has them
+    /// rendered; `false` (nothing written) otherwise, and for any other record.
+    pub(crate) fn write_fresh(
+        &self,
+        style: HeaderStyle,
+        headers: &mut HeaderMap,
+        names: &[Arc<str>],
+        policy: &PolicyCache,
+    ) -> bool {
+        match self {
+            Self::One(one) => names
+                .first()
+                .is_some_and(|name| one.write_fresh(style, headers, name, policy)),
+            Self::Many { headline, limits } => {
+                let Some((terms, policy)) = policy.plain(names, limits) else {
+                    return false;
+                };
+                let (trio, ietf) = style.fields();
+                headers.reserve(3 * usize::from(trio) + 2 * usize::from(ietf) + 1);
+                if let (true, Some(h), Some(term)) =
+                    (trio, limits.get(*headline), terms.get(*headline))
+                {
+                    headers.insert(RATELIMIT_LIMIT, term.quota_value.clone());
+                    headers.insert(RATELIMIT_REMAINING, int_value(h.remaining));
+                    headers.insert(RATELIMIT_RESET, int_value(h.reset));
+                }
+                if ietf {
+                    headers.insert(RATELIMIT_POLICY, policy.clone());
+                    let numbers = limits.iter().map(|l| (l.remaining, l.reset));
+                    put(headers, RATELIMIT, now_from_terms(terms, numbers));
+                }
+                true
+            }
+            Self::Nothing | Self::Full(_) => false,
+        }
     }
 
     /// The full view (`names`: the layer's limit names, as given to [`Record::admitted`]).
@@ -59,19 +98,21 @@ impl Record {
                     allowed: true,
                     shadowed: false,
                     headline: 0,
-                    limits: smallvec::smallvec![LimitStatus {
-                        name,
-                        outcome: Outcome::Allowed,
-                        quota: one.quota,
-                        window: one.window,
-                        remaining: one.remaining,
-                        reset: one.reset,
-                        retry_after: None,
-                        concurrent: false,
-                    }],
+                    limits: smallvec::smallvec![one.status(name)],
                     held: Duration::ZERO,
                 })
             }
+            Self::Many { headline, limits } => Some(RateLimitInfo {
+                allowed: true,
+                shadowed: false,
+                headline,
+                limits: limits
+                    .iter()
+                    .zip(names)
+                    .map(|(l, name)| l.status(Arc::clone(name)))
+                    .collect(),
+                held: Duration::ZERO,
+            }),
             Self::Full(info) => Some(*info),
         }
     }
@@ -84,6 +125,35 @@ impl From<Option<RateLimitInfo>> for Record {
 }
 
 impl One {
+    fn of(x: &Decision) -> Self {
+        let (window, reset) = window_and_reset(x, None);
+        Self {
+            quota: x.limit(),
+            window,
+            remaining: x.remaining(),
+            reset,
+        }
+    }
+
+    /// What `name`'s [`LimitStatus`] says of it.
+    fn status(&self, name: Arc<str>) -> LimitStatus {
+        LimitStatus {
+            name,
+            outcome: Outcome::Allowed,
+            quota: self.quota,
+            window: self.window,
+            remaining: self.remaining,
+            reset: self.reset,
+            retry_after: None,
+            concurrent: false,
+        }
+    }
+
+    /// The quota and window (seconds) a policy describes.
+    pub(super) fn terms(&self) -> (u64, u64) {
+        (self.quota, self.window)
+    }
+
     /// Writes the headers of `style` onto a response none of ours has touched, from the
     /// values `policy` rendered for `name`; `false` (nothing written) when `policy` does not
     /// describe this limit alone (not rendered yet, or the limit changed since).
@@ -97,8 +167,7 @@ impl One {
         let Some((term, policy)) = policy.single(name, self.quota, self.window) else {
             return false;
         };
-        let trio = matches!(style, HeaderStyle::Trio | HeaderStyle::Both);
-        let ietf = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both);
+        let (trio, ietf) = style.fields();
         if trio {
             // As `RateLimitInfo::write_with`: room for ours and axum's `content-length` (the
             // IETF pair alone fits the room a handler's map has).

@@ -230,14 +230,58 @@ fn one_limits_record_writes_what_the_full_view_writes() {
     }
 }
 
-/// What is not one plainly admitted limit keeps the full view.
+/// Several plainly admitted limits are kept inline too, and write what the full view
+/// writes, the headline (the least left) in the trio.
+#[test]
+fn several_limits_record_writes_what_the_full_view_writes() {
+    let names: Vec<Arc<str>> = vec!["burst".into(), "hourly".into(), "daily".into()];
+    let d = ChainDecision::new(vec![
+        Decision::from_parts(Outcome::Allowed, 10, 7, 1_500_000, 0, 60_000_000),
+        Decision::from_parts(Outcome::Allowed, 100, 3, 59_000_001, 0, 3_600_000_000),
+        Decision::from_parts(Outcome::Allowed, 1_000, 900, 0, 0, 86_400_000_000),
+    ]);
+    let full = RateLimitInfo::from_chain(&names, &d).expect("limits shown");
+    let record = Record::admitted(&names, &d);
+    assert!(
+        matches!(record, Record::Many { headline: 1, .. }),
+        "{record:?}"
+    );
+    for style in [HeaderStyle::Both, HeaderStyle::Ietf, HeaderStyle::Trio] {
+        let policy = PolicyCache::default();
+        let mut not_cached = HeaderMap::new();
+        assert!(!record.write_fresh(style, &mut not_cached, &names, &policy));
+        assert!(not_cached.is_empty());
+        let mut expected = HeaderMap::new();
+        full.write_fresh(style, &mut expected, &policy);
+        let mut written = HeaderMap::new();
+        assert!(record.write_fresh(style, &mut written, &names, &policy));
+        assert_eq!(written, expected, "{style:?}");
+        // Other names, or fewer of them, are not what the cache describes.
+        let other: Vec<Arc<str>> = vec!["burst".into(), "hourly".into(), "weekly".into()];
+        assert!(!record.write_fresh(style, &mut HeaderMap::new(), &other, &policy));
+    }
+    assert_eq!(
+        Record::admitted(&names, &d).into_info(&names).as_ref(),
+        Some(&full)
+    );
+}
+
+/// What is not plainly admitted keeps the full view.
 #[test]
 fn other_answers_keep_the_full_view() {
     let names: Vec<Arc<str>> = vec!["a".into(), "b".into()];
     let allowed = Decision::from_parts(Outcome::Allowed, 10, 7, 1_000_000, 0, 60_000_000);
-    let two = ChainDecision::new(vec![allowed, allowed]);
-    assert!(matches!(Record::admitted(&names, &two), Record::Full(_)));
     let denied = Decision::from_parts(Outcome::Denied, 10, 0, 1_000_000, 1_000_000, 60_000_000);
+    let charged = ChainDecision::new(vec![allowed, denied]);
+    assert!(matches!(
+        Record::admitted(&names, &charged),
+        Record::Full(_)
+    ));
+    let short = ChainDecision::new(vec![allowed, allowed]);
+    assert!(matches!(
+        Record::admitted(&names[..1], &short),
+        Record::Full(_)
+    ));
     let refused = ChainDecision::one(denied);
     assert!(matches!(
         Record::admitted(&names, &refused),
