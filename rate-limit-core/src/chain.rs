@@ -103,16 +103,6 @@ impl Chain {
         Self::default()
     }
 
-    /// An empty chain in [`ChainMode::InOrder`] with room for `n` checks (up to two need no
-    /// allocation either way).
-    #[inline]
-    pub fn with_capacity(n: usize) -> Self {
-        Self {
-            checks: SmallVec::with_capacity(n),
-            mode: ChainMode::InOrder,
-        }
-    }
-
     /// An empty chain in [`ChainMode::ChargeAll`].
     pub fn charge_all() -> Self {
         Self {
@@ -150,6 +140,14 @@ impl Chain {
     pub fn check_cost(mut self, limit: &Limit, principal: Principal, cost: u64) -> Self {
         self.push(Check::new(limit.key(principal), cost));
         self
+    }
+
+    /// Makes room for `n` more checks (up to two need none: they are kept inline).
+    #[inline]
+    pub fn reserve(&mut self, n: usize) {
+        if self.checks.len() + n > self.checks.inline_size() {
+            self.checks.reserve_exact(n);
+        }
     }
 
     /// Appends a check.

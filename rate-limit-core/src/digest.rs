@@ -20,18 +20,23 @@ fn sip_keys() -> (u64, u64) {
     })
 }
 
-/// The keyed hasher of `limit_name`'s keys with the name and its separator already
-/// written: each limit keeps one, and a key's digest then hashes only its principal.
-/// The name (which holds no `/` and no zero byte) is followed by `/` and zeros up to a
-/// whole word, so that the principal's words are hashed as words.
-pub(crate) fn key_hasher(limit_name: &str) -> SipHasher13 {
-    let (k0, k1) = sip_keys();
-    let mut h = SipHasher13::new_with_keys(k0, k1);
-    h.write(limit_name.as_bytes());
-    h.write_u8(b'/');
-    let pad = (8 - (limit_name.len() + 1) % 8) % 8;
-    h.write(&[0; 8][..pad]);
-    h
+/// A limit's part of its keys' digests (see [`crate::Key`]): the PRF of its name.
+pub(crate) fn limit_seed(limit_name: &str) -> [u64; 2] {
+    local_digest(b"limit", limit_name.as_bytes())
+}
+
+/// The hasher of principals' parts of their keys' digests (see [`crate::Key`]), before any
+/// principal is written: the same in every limit of the process, each keeping a copy so
+/// that a key's digest starts from its limit's (and hashes only the principal's words).
+pub(crate) fn principal_hasher() -> SipHasher13 {
+    static HASHER: OnceLock<SipHasher13> = OnceLock::new();
+    *HASHER.get_or_init(|| {
+        let (k0, k1) = sip_keys();
+        let mut h = SipHasher13::new_with_keys(k0, k1);
+        // Apart from `local_digest`'s domains (which end in 0xff), and a whole word.
+        h.write(b"principal\0\0\0\0\0\0\0");
+        h
+    })
 }
 
 /// A process-local 128-bit identity of `bytes` under `domain` (same keyed PRF as keys).

@@ -12,10 +12,11 @@ use crate::principal::Principal;
 ///
 /// Its text form is `<principal>/<limit name>`; the limit name holds no `/` and the principal
 /// no `/` either, so two keys are equal exactly when limit and principal are. The in-memory
-/// store identifies a key by a 128-bit SipHash-1-3 of `<limit name>/<principal>` (the
-/// limit hashes its part once) under a random per-process
-/// key (a keyed PRF: a client who does not know the key cannot aim a collision, and an
-/// accidental one among `n` keys has odds of about `n²/2¹¹³`: the digest's low 16 bits
+/// store identifies a key by a 128-bit digest: the principal's 128-bit SipHash-1-3 under a
+/// random per-process key, XORed with the same PRF of the limit's name (each limit hashes
+/// its part once, and a principal checked under several limits is hashed once:
+/// [`Limit::key_of`]). A client who does not know the key cannot aim a collision, and an
+/// accidental one among `n` keys has odds of about `n²/2¹¹³` (the digest's low 16 bits
 /// are the limit's class, so the memory store can tell a key's limit without storing it).
 /// The Redis store writes the text itself, which is stable across processes.
 #[derive(Clone)]
@@ -49,21 +50,30 @@ impl Key {
     #[inline]
     pub fn new(limit: Limit, principal: Principal) -> Self {
         // Whole words, then the length: SipHash's byte-wise tail handling is skipped.
-        let mut h = limit.key_hasher();
+        let mut h = limit.principal_hasher();
         let (len, words) = principal.as_words();
         h.write(words);
         h.write_u8(len);
         let d = h.finish128();
+        Self::with_principal_digest(limit, principal, [d.h1, d.h2])
+    }
+
+    /// The key of `principal` (whose digest is `of_principal`) under `limit`.
+    #[inline(always)]
+    fn with_principal_digest(limit: Limit, principal: Principal, of_principal: [u64; 2]) -> Self {
+        let seed = limit.key_seed();
         let custom = limit.override_for(&principal);
         let class = u64::from(limit.class());
         Self {
-            digest: [d.h1, (d.h2 & !0xffff) | class],
+            digest: [
+                of_principal[0] ^ seed[0],
+                ((of_principal[1] ^ seed[1]) & !0xffff) | class,
+            ],
             limit,
             principal,
             custom,
         }
     }
-
     /// The parameters this key is checked with: its override, or the limit's.
     pub(crate) fn params(&self) -> Params {
         self.custom.unwrap_or_else(|| self.limit.params())
@@ -91,6 +101,17 @@ impl Limit {
     pub fn key(&self, principal: Principal) -> Key {
         Key::new(self.clone(), principal)
     }
+
+    /// The key of `key`'s principal under this limit: `self.key(key.principal().clone())`,
+    /// without hashing the principal again (a chain of several limits on one principal).
+    #[inline]
+    pub fn key_of(&self, key: &Key) -> Key {
+        // The principal's part of `key`'s digest, less the bits its class replaced (which
+        // this key's class replaces too).
+        let seed = key.limit.key_seed();
+        let of_principal = [key.digest[0] ^ seed[0], key.digest[1] ^ seed[1]];
+        Key::with_principal_digest(self.clone(), key.principal.clone(), of_principal)
+    }
 }
 
 #[cfg(test)]
@@ -107,5 +128,15 @@ mod tests {
         assert_ne!(ka, kb);
         assert_ne!(ka.digest(), kb.digest());
         assert_eq!(ka.digest(), a.key(Principal::user("x")).digest());
+        // The same key, the principal hashed once.
+        let kb2 = b.key_of(&ka);
+        assert_eq!(kb2, kb);
+        assert_eq!(kb2.digest(), kb.digest());
+        assert_eq!(a.key_of(&kb).digest(), ka.digest());
+        assert_ne!(
+            a.key(Principal::user("y")).digest(),
+            ka.digest(),
+            "another principal, another digest"
+        );
     }
 }

@@ -71,8 +71,8 @@ where
             return ResponseFuture::pass(self.inner.call(req));
         }
         let ctx = shared.ctx(req.headers());
-        let chain = Chain::with_capacity(shared.rules.len()).mode(shared.mode);
-        let (mut chain, mut slots) = (chain, Vec::new());
+        let (mut chain, mut slots) = (Chain::new().mode(shared.mode), Vec::new());
+        chain.reserve(shared.rules.len());
         let (parts, body) = req.into_parts();
         let plan = shared.plan(&parts, &mut chain, &mut slots);
         let req = Request::from_parts(parts, body);

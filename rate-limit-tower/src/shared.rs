@@ -100,10 +100,16 @@ impl Shared {
             _ => return Err(Refusal::denied()),
         }
         for (rule, same) in self.rules.iter().zip(&self.same_key) {
-            let p = match same.and_then(|j| chain.checks().get(j)) {
-                Some(earlier) => earlier.key().principal().clone(),
-                None => rule.key.extract(parts)?,
-            };
+            if let Some(earlier) = same.and_then(|j| chain.checks().get(j)) {
+                let p = earlier.key().principal();
+                if !rule.limit.may_name(p) {
+                    return Err(not_owned(rule.limit.name(), p).into());
+                }
+                let key = rule.limit.key_of(earlier.key());
+                chain.push(Check::new(key, rule.cost_of(parts)));
+                continue;
+            }
+            let p = rule.key.extract(parts)?;
             if !rule.limit.may_name(&p) {
                 return Err(not_owned(rule.limit.name(), &p).into());
             }

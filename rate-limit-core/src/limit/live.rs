@@ -30,8 +30,10 @@ pub(super) struct LimitInner {
     pub(super) lease_us: AtomicU64,
     /// The delay (see [`Limit::delayed`]), packed; all zero: none.
     pub(super) delay: [AtomicU64; 3],
-    /// The keyed hasher of this limit's keys, the name written ([`crate::digest::key_hasher`]).
-    pub(super) key_hasher: siphasher::sip128::SipHasher13,
+    /// This limit's part of its keys' digests ([`crate::digest::limit_seed`]).
+    pub(super) key_seed: [u64; 2],
+    /// The principals' hasher ([`crate::digest::principal_hasher`]), kept here for speed.
+    pub(super) principal_hasher: siphasher::sip128::SipHasher13,
     /// Its heavy hitters, once a limiter that tracks them has counted it.
     top: std::sync::OnceLock<crate::top::Top>,
     /// How its heavy hitters are tracked (read once, when `top` starts).
@@ -86,7 +88,8 @@ impl LimitInner {
             lease_slice: AtomicU64::new(0),
             lease_us: AtomicU64::new(0),
             delay: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
-            key_hasher: crate::digest::key_hasher(name),
+            key_seed: crate::digest::limit_seed(name),
+            principal_hasher: crate::digest::principal_hasher(),
             top: std::sync::OnceLock::new(),
             top_settings: Mutex::new(crate::top::TopSettings::default()),
         }

@@ -281,8 +281,12 @@ impl Limit {
 
     /// The keyed hasher of this limit's keys, its name already written.
     #[inline]
-    pub(crate) fn key_hasher(&self) -> siphasher::sip128::SipHasher13 {
-        self.inner.key_hasher
+    pub(crate) fn key_seed(&self) -> [u64; 2] {
+        self.inner.key_seed
+    }
+
+    pub(crate) fn principal_hasher(&self) -> siphasher::sip128::SipHasher13 {
+        self.inner.principal_hasher
     }
 
     /// The algorithm.
