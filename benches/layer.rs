@@ -14,7 +14,8 @@
 //! ```
 //!
 //! and subtract the same run with `bare-allowed`: the difference ÷ 200 000 is the layer's
-//! instructions per request.
+//! instructions per request. `scripts/rules-curve.sh` measures the steady state for 1 to 8
+//! rules on both stores and plots it (`LAYER_PLOT=<csv>:<svg>`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -28,6 +29,9 @@ use tower::{Service, ServiceExt};
 
 mod common;
 use common::Peer;
+
+#[path = "layer/curve.rs"]
+mod curve;
 
 const KEYS: usize = 10_000;
 
@@ -146,6 +150,10 @@ fn bench(c: &mut Criterion) {
 criterion_group!(benches, bench);
 
 fn main() {
+    if let Ok(spec) = std::env::var("LAYER_PLOT") {
+        curve::plot(&spec);
+        return;
+    }
     if let Ok(spec) = std::env::var("LAYER_RUN") {
         run_one(&spec);
         return;

@@ -93,6 +93,14 @@ impl Key {
     pub(crate) fn digest(&self) -> [u64; 2] {
         self.digest
     }
+
+    /// The principal's part of the digest, the same under every limit (less the low bits
+    /// of its second word, which the class replaced).
+    #[inline]
+    pub(crate) fn principal_digest(&self) -> [u64; 2] {
+        let seed = self.limit.key_seed();
+        [self.digest[0] ^ seed[0], self.digest[1] ^ seed[1]]
+    }
 }
 
 impl Limit {
@@ -106,11 +114,8 @@ impl Limit {
     /// without hashing the principal again (a chain of several limits on one principal).
     #[inline]
     pub fn key_of(&self, key: &Key) -> Key {
-        // The principal's part of `key`'s digest, less the bits its class replaced (which
-        // this key's class replaces too).
-        let seed = key.limit.key_seed();
-        let of_principal = [key.digest[0] ^ seed[0], key.digest[1] ^ seed[1]];
-        Key::with_principal_digest(self.clone(), key.principal.clone(), of_principal)
+        // Less the bits `key`'s class replaced, which this key's class replaces too.
+        Key::with_principal_digest(self.clone(), key.principal.clone(), key.principal_digest())
     }
 }
 

@@ -31,10 +31,7 @@ struct Seen {
 
 impl MemoryStore {
     pub(super) fn chain(&self, checks: &[Check], mode: ChainMode, charge: Charge) -> ChainDecision {
-        let mut owners: Inline<usize> = checks
-            .iter()
-            .map(|c| self.shard_of(&c.key().digest()))
-            .collect();
+        let mut owners: Inline<usize> = checks.iter().map(|c| self.shard_of(c.key())).collect();
         let owner_of = owners.clone();
         owners.sort_unstable();
         owners.dedup();

@@ -205,10 +205,13 @@ impl MemoryStore {
         }
     }
 
-    fn shard_of(&self, digest: &[u64; 2]) -> usize {
+    /// The shard of `key`: chosen by its principal alone, so a chain of one principal's
+    /// limits (the usual chain of a layer's rules) locks one shard, not one per limit.
+    fn shard_of(&self, key: &Key) -> usize {
         let n = self.inner.shards.len() as u64;
-        // Multiply-shift over the second word (the table hashes on the first).
-        usize::try_from(((digest[1] >> 32) * n) >> 32).unwrap_or(0)
+        // Multiply-shift over the principal's second word (the table hashes on the key's
+        // first).
+        usize::try_from(((key.principal_digest()[1] >> 32) * n) >> 32).unwrap_or(0)
     }
 
     fn now_sec(&self, now: u64) -> u32 {
@@ -224,7 +227,7 @@ impl MemoryStore {
     fn single(&self, key: &Key, cost: u64, charge: Charge) -> (Decision, u64) {
         let digest = key.digest();
         let params = key.params();
-        let mut shard = lock(&self.inner.shards[self.shard_of(&digest)]);
+        let mut shard = lock(&self.inner.shards[self.shard_of(key)]);
         let now = self.inner.clock.now_micros();
         self.sweep_if_due(&mut shard, now);
         // One lookup: the index stays valid until this shard changes shape.
@@ -314,7 +317,7 @@ impl MemoryStore {
         for (check, at) in reservation.charges() {
             let key = check.key();
             let (digest, params) = (key.digest(), key.params());
-            let mut shard = lock(&self.inner.shards[self.shard_of(&digest)]);
+            let mut shard = lock(&self.inner.shards[self.shard_of(key)]);
             let Some(i) = shard.find(&digest) else {
                 continue; // forgotten: its window has passed
             };
@@ -328,7 +331,7 @@ impl MemoryStore {
 
     fn reset_now(&self, key: &Key) {
         let digest = key.digest();
-        lock(&self.inner.shards[self.shard_of(&digest)]).remove(&digest);
+        lock(&self.inner.shards[self.shard_of(key)]).remove(&digest);
         if matches!(key.params(), Params::Ban { .. }) {
             let mut bans = self.ban_record();
             bans.remove(&digest);

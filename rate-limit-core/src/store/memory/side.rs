@@ -41,7 +41,7 @@ impl MemoryStore {
         // A ban evicted for room is not in force: only the store's state says.
         let held = |key: &Key, end: u64| {
             let digest = key.digest();
-            let state = lock(&self.inner.shards[self.shard_of(&digest)]).get(&digest);
+            let state = lock(&self.inner.shards[self.shard_of(key)]).get(&digest);
             matches!(state, Some(State::Ban { until, .. }) if until == end)
         };
         let mut out: Vec<Banned> = candidates
