@@ -205,4 +205,28 @@ mod tests {
         assert_eq!(left, [3, 4]);
         assert_eq!(store.evictions(), 1);
     }
+
+    /// A principal's keys under every limit live in one shard (a layer's chain of rules on
+    /// one principal takes one lock), and principals spread over the shards.
+    #[test]
+    fn a_principals_keys_share_a_shard_and_principals_spread() {
+        let store = MemoryStore::builder().shards(64).build().unwrap();
+        let minute = Duration::from_secs(60);
+        let limits: Vec<Limit> = (0..8)
+            .map(|i| Limit::fixed_window(&format!("l{i}"), 5, minute).unwrap())
+            .collect();
+        let mut used = std::collections::HashSet::new();
+        for n in 0..1000 {
+            let p = Principal::user(format!("user-{n}"));
+            let shards: std::collections::HashSet<usize> = limits
+                .iter()
+                .map(|l| store.shard_of(&l.key(p.clone())))
+                .collect();
+            assert_eq!(shards.len(), 1, "{p:?} spans {shards:?}");
+            used.extend(shards);
+        }
+        // 1 000 principals over 64 shards: every shard is hit (the odds of one missed
+        // are below 64 * (63/64)^1000, about 1e-5, whatever the process's digest key).
+        assert_eq!(used.len(), 64);
+    }
 }
