@@ -47,7 +47,9 @@ async fn a_paced_client_of_quiz_night_is_never_refused_twice_in_a_row() {
         .layer(
             PaceLayer::new(pacer)
                 .scope(by_token)
-                .max_wait(Duration::from_secs(5)),
+                // The host's wait (half a second) plus the room's jitter (up to 5 s): a
+                // refusal may say `Retry-After: 6`, and a paced client honours it.
+                .max_wait(Duration::from_secs(10)),
         )
         .service(ratekeeper_tests::reqwest_service());
     let mut statuses = Vec::new();
