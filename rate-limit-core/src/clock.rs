@@ -23,6 +23,15 @@ fn system_micros() -> u64 {
 }
 
 /// The real clock: the wall-clock time at creation plus `std::time::Instant` progress.
+///
+/// A check reads it once (the store's "now" serves every limit of the chain). On Linux that
+/// read is `clock_gettime(CLOCK_MONOTONIC)` through the vDSO, about 20 ns. Reading the
+/// CPU's time-stamp counter (as `quanta`, and so tower_governor, does) costs about a third of
+/// that, and was not taken: a scaled counter drifts from the kernel's clock by its
+/// calibration error (a microsecond a second is a second over a fortnight of uptime, and
+/// windows here align to the epoch), does not count time across a suspend, and may step on
+/// virtual machines that migrate between hosts, where the kernel's clock stays monotonic
+/// and NTP-disciplined. A clock of one's own is a [`Clock`].
 #[derive(Debug, Clone, Copy)]
 pub struct SystemClock {
     anchor_micros: u64,
