@@ -27,6 +27,40 @@ pub enum Pace {
     Wait(Duration),
 }
 
+/// A slot asked for with a bound on the wait ([`Adaptive::reserve`],
+/// [`SharedPacer::reserve`](crate::pacer::SharedPacer::reserve)): callers of one scope are
+/// served in the order they asked, each told its own slot, so none waits while later ones
+/// go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// Call now (a slot was taken).
+    Now,
+    /// A slot was taken for the caller this far ahead: call then, without asking again.
+    After(Duration),
+    /// The next free slot is this far ahead, past the bound: nothing was taken.
+    Beyond(Duration),
+}
+
+impl Slot {
+    /// From a pacer step's answer: a slot taken (`go`) and the wait.
+    pub(crate) fn of(go: bool, wait: Duration) -> Self {
+        match (go, wait.is_zero()) {
+            (true, true) => Self::Now,
+            (true, false) => Self::After(wait),
+            (false, _) => Self::Beyond(wait),
+        }
+    }
+
+    /// What [`Pace`] says of it (a slot taken ahead is a wait in `Pace`'s terms only when it
+    /// was not taken; `acquire` asks for none ahead).
+    pub(crate) fn pace(self) -> Pace {
+        match self {
+            Self::Now => Pace::Go,
+            Self::After(d) | Self::Beyond(d) => Pace::Wait(d),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Scope {
     rate: f64,
@@ -115,21 +149,27 @@ impl Adaptive {
         Some(f(s, now))
     }
 
-    /// Takes a slot for one call in `scope`, or says how long to wait.
+    /// Takes a slot for one call in `scope`, or says how long to wait (then ask again).
     pub fn acquire(&self, scope: &str) -> Pace {
+        self.reserve(scope, Duration::ZERO).pace()
+    }
+
+    /// Takes the next free slot of `scope` when it is at most `within` away (now, or
+    /// reserved for the caller, who calls then without asking again), else says how far it
+    /// is and takes nothing. Callers are served in the order they asked.
+    pub fn reserve(&self, scope: &str, within: Duration) -> Slot {
         self.with_scope(scope, |s, now| {
-            if now < s.paused_until {
-                return Pace::Wait(Duration::from_micros(s.paused_until - now));
+            let slot = now.max(s.next).max(s.paused_until);
+            let wait = Duration::from_micros(slot - now);
+            let take = wait <= within;
+            if take {
+                let interval = (1_000_000.0 / s.rate).ceil() as u64;
+                s.next = slot.saturating_add(interval.max(1));
             }
-            if now < s.next {
-                return Pace::Wait(Duration::from_micros(s.next - now));
-            }
-            let interval = (1_000_000.0 / s.rate).ceil() as u64;
-            s.next = now.saturating_add(interval.max(1));
-            Pace::Go
+            Slot::of(take, wait)
         })
         // Fails open.
-        .unwrap_or(Pace::Go)
+        .unwrap_or(Slot::Now)
     }
 
     /// The remote side accepted a call: a period of these adds one step.

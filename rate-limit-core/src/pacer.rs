@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::adaptive::{Adaptive, Pace};
+use crate::adaptive::{Adaptive, Pace, Slot};
 use crate::error::ConfigError;
 use crate::limit::Aimd;
 use crate::name::validate_name;
@@ -171,15 +171,30 @@ impl SharedPacer {
     }
 
     /// Takes a slot for one call in `scope`, or says how long to wait (and reports the
-    /// successes since this worker's last call). One store call.
+    /// successes since this worker's last call). One store call. Callers that wait and ask
+    /// again race for the next slot; [`reserve`](Self::reserve) serves them in order.
     pub async fn acquire(&self, scope: &str) -> Pace {
-        if let Some(pace) = self.local(scope, |p| p.acquire(scope)) {
-            return pace;
+        self.reserve(scope, Duration::ZERO).await.pace()
+    }
+
+    /// Takes the next free slot of `scope` when it is at most `within` away (now, or
+    /// reserved for the caller, who calls then without asking again), else says how far it
+    /// is and takes nothing; reports the successes since this worker's last call. One store
+    /// call. Callers of every worker are served in the order the store saw them (a slot
+    /// reserved and then not used is lost to the pace, not given to another). A reservation
+    /// reaches an hour ahead at most.
+    pub async fn reserve(&self, scope: &str, within: Duration) -> Slot {
+        if let Some(slot) = self.local(scope, |p| p.reserve(scope, within)) {
+            return slot;
         }
-        match self.call(scope, PaceOp::Acquire).await {
-            Some(r) if r.go => Pace::Go,
-            Some(r) => Pace::Wait(Duration::from_micros(r.wait_us)),
-            None => self.local(scope, |p| p.acquire(scope)).unwrap_or(Pace::Go),
+        let op = PaceOp::Acquire {
+            within: micros(within),
+        };
+        match self.call(scope, op).await {
+            Some(r) => Slot::of(r.go, Duration::from_micros(r.wait_us)),
+            None => self
+                .local(scope, |p| p.reserve(scope, within))
+                .unwrap_or(Slot::Now),
         }
     }
 

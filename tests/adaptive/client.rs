@@ -21,14 +21,14 @@ use ratekeeper_tower::headers::HeaderStyle;
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-type Client = tower::util::BoxCloneService<
+pub(crate) type Client = tower::util::BoxCloneService<
     http::Request<String>,
     http::Response<reqwest::Body>,
     PaceError<reqwest::Error>,
 >;
 
 /// reqwest, paced.
-fn client(pacer: SharedPacer, tune: impl FnOnce(PaceLayer) -> PaceLayer) -> Client {
+pub(crate) fn client(pacer: SharedPacer, tune: impl FnOnce(PaceLayer) -> PaceLayer) -> Client {
     tower::util::BoxCloneService::new(
         ServiceBuilder::new()
             .layer(tune(PaceLayer::new(pacer)))

@@ -1,6 +1,7 @@
 //! AIMD against an upstream that answers 429 above a fixed rate, on a controlled clock.
 
 mod client;
+mod hostile;
 mod shared;
 
 use std::time::Duration;

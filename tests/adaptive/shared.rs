@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ratekeeper_core::clock::Clock;
-use ratekeeper_core::pace::{Aimd, Pace, SharedPacer};
+use ratekeeper_core::pace::{Aimd, Pace, SharedPacer, Slot};
 use ratekeeper_core::{AnyStore, Chain, Limit, MemoryStore, Principal};
 use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
@@ -128,21 +128,85 @@ async fn three_then_four(store: AnyStore) {
     assert!(refused * 20 <= total, "{refused} of {total} refused");
 }
 
+/// Three workers reserve in turn at 20 a second: each is told its own slot, 50 ms after
+/// the one before it, in the order they asked; a slot past a caller's bound is not taken.
+/// Real time: each slot is known within the call's round trip (the store's clock reads
+/// between the ask and the answer), and the spacing is checked within those bounds.
+async fn reservations(store: AnyStore) {
+    let fixed = Aimd {
+        initial: 20.0,
+        min: 20.0,
+        max: 20.0,
+        ..aimd()
+    };
+    let workers: Vec<SharedPacer> = (0..3)
+        .map(|_| SharedPacer::new(store.clone(), "reserve", fixed).unwrap())
+        .collect();
+    let interval = Duration::from_millis(50);
+    let within = Duration::from_secs(10);
+    // Each slot as [earliest, latest] on this process's clock.
+    let mut slots: Vec<(Instant, Instant)> = Vec::new();
+    for k in 0..9 {
+        let asked = Instant::now();
+        let slot = workers[k % 3].reserve("example.org", within).await;
+        let answered = Instant::now();
+        let wait = match slot {
+            Slot::Now => Duration::ZERO,
+            Slot::After(d) => d,
+            Slot::Beyond(d) => panic!("slot {k} beyond {within:?}: {d:?}"),
+        };
+        slots.push((asked + wait, answered + wait));
+    }
+    let tolerance = Duration::from_millis(1); // the stores count in µs, rounded up
+    for k in 1..slots.len() {
+        let ((lo0, hi0), (lo1, hi1)) = (slots[k - 1], slots[k]);
+        assert!(hi1 + tolerance >= lo0 + interval, "slot {k}: {slots:?}");
+        assert!(lo1 <= hi0 + interval + tolerance, "slot {k}: {slots:?}");
+    }
+    // The next free slot is 450 ms on from the first: past a bound of 1 ms nothing is
+    // taken, and the next caller within its bound gets that same slot.
+    let asked = Instant::now();
+    let Slot::Beyond(d) = workers[0]
+        .reserve("example.org", Duration::from_millis(1))
+        .await
+    else {
+        panic!("a slot past the bound was taken");
+    };
+    assert!(asked + d >= slots[8].0 + interval - tolerance, "{d:?}");
+    let asked = Instant::now();
+    let Slot::After(again) = workers[1].reserve("example.org", within).await else {
+        panic!("no slot within the bound");
+    };
+    let answered = Instant::now();
+    assert!(
+        answered + again + tolerance >= slots[8].0 + interval,
+        "{again:?}"
+    );
+    assert!(
+        asked + again <= slots[8].1 + interval + tolerance,
+        "{again:?}"
+    );
+}
+
 #[tokio::test]
 async fn shared_pacer_memory() {
-    three_then_four(AnyStore::Memory(MemoryStore::new())).await;
+    let store = || AnyStore::Memory(MemoryStore::new());
+    three_then_four(store()).await;
+    reservations(store()).await;
 }
 
 #[tokio::test]
 async fn shared_pacer_standalone_redis() {
     let redis = RedisServer::start();
     three_then_four(redis.store()).await;
+    reservations(redis.store()).await;
 }
 
 #[tokio::test]
 async fn shared_pacer_redis_cluster() {
     let cluster = RedisCluster::start();
     three_then_four(cluster.store()).await;
+    reservations(cluster.store()).await;
 }
 
 /// Redis killed: each worker paces on its own at its share of the last rate, and goes

@@ -45,10 +45,12 @@ pub(crate) fn step(
         c.max
     };
     s.rate = s.rate.clamp(c.min, hi);
-    // A corrupt or foreign state never stalls the workers: the next slot is at most one
-    // interval away, a pause at most an hour.
+    // A corrupt or foreign state never stalls the workers: the next slot is at most the
+    // longest reservation and one interval away, a pause at most an hour.
     let interval = ((1_000_000.0 / s.rate).ceil() as u64).max(1);
-    s.next = s.next.min(now.saturating_add(interval));
+    s.next = s
+        .next
+        .min(now.saturating_add(MAX_PAUSE_US).saturating_add(interval));
     s.paused = s.paused.min(now.saturating_add(MAX_PAUSE_US));
     let period = micros(c.period);
     for _ in 0..call.successes.min(MAX_REPORTED) {
@@ -77,15 +79,15 @@ pub(crate) fn step(
                 s.paused = s.paused.max(now.saturating_add(pause.min(MAX_PAUSE_US)));
             }
         }
-        PaceOp::Acquire => {
-            if now < s.paused {
-                wait = s.paused - now;
-            } else if now < s.next {
-                wait = s.next - now;
-            } else {
+        PaceOp::Acquire { within } => {
+            // The next free slot, taken when it is close enough: callers are served in the
+            // order they asked, each told its own slot.
+            let slot = now.max(s.next).max(s.paused);
+            wait = slot - now;
+            if wait <= within.min(MAX_PAUSE_US) {
                 go = true;
                 let interval = (1_000_000.0 / s.rate).ceil() as u64;
-                s.next = now.saturating_add(interval.max(1));
+                s.next = slot.saturating_add(interval.max(1));
             }
         }
     }

@@ -8,16 +8,15 @@ use crate::principal::Principal;
 /// What one call to the store does.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum PaceOp {
-    Acquire,
+    /// A slot: now, or reserved when the next free one is at most `within` µs away (0:
+    /// only now). The answer's `go` says a slot was taken, its wait when.
+    Acquire { within: u64 },
     /// The remote side refused: decrease, and pause for its Retry-After (µs; 0: none).
     Rejected(u64),
     /// The remote side said what it allows, refusing nothing: pause this long (µs; 0:
     /// none) without a decrease, and hold the rate to `ceiling` calls a second (0: none;
     /// the rate goes to it unless a decrease came within the period).
-    Told {
-        pause: u64,
-        ceiling: f64,
-    },
+    Told { pause: u64, ceiling: f64 },
 }
 
 /// One call: the scope's pacer, the operation and what comes with it.
@@ -37,7 +36,9 @@ pub(crate) struct PaceCall<'a> {
 /// The store's answer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct PaceReply {
+    /// A slot was taken (reserved `wait_us` from now when that is above 0).
     pub(crate) go: bool,
+    /// How long until the slot taken, or until the next free one when none was.
     pub(crate) wait_us: u64,
     pub(crate) rate: f64,
     pub(crate) workers: u32,

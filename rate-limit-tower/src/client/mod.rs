@@ -65,8 +65,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
-use http::{Extensions, HeaderMap, Method, Request, Response, Uri};
-use ratekeeper_core::pace::{Pace, SharedPacer};
+use http::{Extensions, HeaderMap, Method, Request, Response, StatusCode, Uri};
+use ratekeeper_core::pace::{SharedPacer, Slot};
 use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -178,6 +178,7 @@ struct Settings {
     max_wait: Duration,
     max_pause: Duration,
     headroom: f64,
+    refusals: told::Refusals,
 }
 
 impl PaceLayer {
@@ -191,6 +192,7 @@ impl PaceLayer {
                 max_wait: DEFAULT_MAX_WAIT,
                 max_pause: DEFAULT_MAX_PAUSE,
                 headroom: DEFAULT_HEADROOM,
+                refusals: told::Refusals::default(),
             },
         }
     }
@@ -235,6 +237,25 @@ impl<S> PaceLayer<S> {
     }
 }
 
+impl<S> PaceLayer<S> {
+    /// The statuses that are always a refusal (default 429 and 503), replacing these.
+    #[must_use]
+    pub fn refused_on(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        self.settings.refusals.always = told::Statuses::of(statuses);
+        self
+    }
+
+    /// The statuses that are a refusal when the answer says how long to wait
+    /// (`Retry-After`, or a remaining count of 0 with its reset), replacing these (default
+    /// 403: GitHub answers its primary and secondary limits so; a 403 that says neither is
+    /// about permissions, and paces nothing).
+    #[must_use]
+    pub fn refused_when_told(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        self.settings.refusals.when_told = told::Statuses::of(statuses);
+        self
+    }
+}
+
 impl<S: Clone, T> Layer<T> for PaceLayer<S> {
     type Service = Paced<T, S>;
 
@@ -244,7 +265,7 @@ impl<S: Clone, T> Layer<T> for PaceLayer<S> {
             pacer: self.pacer.clone(),
             scope: self.scope.clone(),
             settings: self.settings,
-            told: Arc::default(),
+            notes: Arc::default(),
         }
     }
 }
@@ -256,8 +277,17 @@ pub struct Paced<T, S = ByHost> {
     pacer: SharedPacer,
     scope: S,
     settings: Settings,
-    /// Each scope's ceiling as this worker last told the store, and when.
-    told: Arc<Mutex<HashMap<String, (f64, Instant)>>>,
+    notes: Notes,
+}
+
+/// What this worker noted of each scope: the ceiling it last told the store and when, and
+/// the end of a pause an upstream asked of it.
+type Notes = Arc<Mutex<HashMap<String, Note>>>;
+
+#[derive(Debug, Default)]
+struct Note {
+    ceiling: Option<(f64, Instant)>,
+    paused_until: Option<Instant>,
 }
 
 impl<T, S, B, RB> Service<Request<B>> for Paced<T, S>
@@ -291,7 +321,7 @@ where
         let pace = Pacing {
             pacer: self.pacer.clone(),
             settings: self.settings,
-            told: self.told.clone(),
+            notes: self.notes.clone(),
         };
         Box::pin(async move {
             pace.slot(&scope, deadline).await?;
@@ -301,6 +331,7 @@ where
                 answer.headers(),
                 SystemTime::now(),
                 pace.settings.max_pause,
+                &pace.settings.refusals,
             );
             pace.learn(&scope, said).await;
             Ok(answer)
@@ -308,39 +339,68 @@ where
     }
 }
 
-/// What a call needs of its layer: the pacer, the settings, the ceilings told.
+/// What a call needs of its layer: the pacer, the settings, the notes.
 struct Pacing {
     pacer: SharedPacer,
     settings: Settings,
-    told: Arc<Mutex<HashMap<String, (f64, Instant)>>>,
+    notes: Notes,
 }
 
 impl Pacing {
-    /// Waits for the scope's next slot, or says it would wait too long.
+    fn note<T>(&self, scope: &str, f: impl FnOnce(&mut Note) -> T) -> T {
+        let mut notes = self.notes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = notes.get_mut(scope) {
+            return f(n);
+        }
+        f(notes.entry(scope.to_owned()).or_default())
+    }
+
+    /// Takes the scope's next slot within the bound (the layer's `max_wait` from when it
+    /// asked, and the request's deadline) and waits for it, or says it would wait too long.
+    /// Callers are served in the order they asked: each is told its own slot. A pause this
+    /// worker learnt while it waited (an upstream's refusal of another call) gives the slot
+    /// up, and the call asks again.
     async fn slot<E>(&self, scope: &str, deadline: Option<Instant>) -> Result<(), PaceError<E>> {
         let asked = Instant::now();
         loop {
-            match self.pacer.acquire(scope).await {
-                Pace::Go => return Ok(()),
-                Pace::Wait(d) => {
-                    let until = Instant::now() + d;
-                    let past = until.duration_since(asked) > self.settings.max_wait
-                        || deadline.is_some_and(|dl| until > dl);
-                    if past {
-                        return Err(PaceError::WouldWait {
-                            scope: scope.to_owned(),
-                            wait: until.duration_since(asked),
-                        });
+            let now = Instant::now();
+            let mut within = self.settings.max_wait.saturating_sub(now - asked);
+            if let Some(dl) = deadline {
+                within = within.min(dl.saturating_duration_since(now));
+            }
+            match self.pacer.reserve(scope, within).await {
+                Slot::Now => return Ok(()),
+                Slot::After(d) => {
+                    tokio::time::sleep(d).await;
+                    let woke = Instant::now();
+                    let paused = self.note(scope, |n| n.paused_until.is_some_and(|p| p > woke));
+                    if !paused {
+                        return Ok(());
                     }
-                    tokio::time::sleep_until(until).await;
+                }
+                Slot::Beyond(d) => {
+                    // The memory pacer answers without suspending: a caller that asks again
+                    // at once must still leave the worker thread to the other tasks.
+                    tokio::task::yield_now().await;
+                    return Err(PaceError::WouldWait {
+                        scope: scope.to_owned(),
+                        wait: (now - asked).saturating_add(d),
+                    });
                 }
             }
         }
     }
 
     /// What the answer said, into the pacer: a refusal at once; a success with the next
-    /// call; a ceiling when it is new (or every 10 s); an empty limit's reset at once.
+    /// call; a ceiling when it moved by more than 5 % (or every 10 s); an empty limit's
+    /// reset at once.
     async fn learn(&self, scope: &str, t: told::Told) {
+        if let Some(w) = t.wait {
+            let until = Instant::now().checked_add(w);
+            self.note(scope, |n| {
+                n.paused_until = n.paused_until.max(until);
+            });
+        }
         if t.refused {
             self.pacer.rejected(scope, t.wait).await;
             return;
@@ -348,14 +408,15 @@ impl Pacing {
         self.pacer.success(scope);
         let ceiling = t.allows.map(|a| a * self.settings.headroom);
         let new_ceiling = ceiling.filter(|c| {
-            let mut told = self.told.lock().unwrap_or_else(PoisonError::into_inner);
-            let fresh = told
-                .get(scope)
-                .is_some_and(|(was, at)| (was - c).abs() < 1e-9 && at.elapsed() < RETELL);
-            if !fresh {
-                told.insert(scope.to_owned(), (*c, Instant::now()));
-            }
-            !fresh
+            self.note(scope, |n| {
+                let fresh = n.ceiling.is_some_and(|(was, at)| {
+                    (was - c).abs() <= was * 0.05 && at.elapsed() < RETELL
+                });
+                if !fresh {
+                    n.ceiling = Some((*c, Instant::now()));
+                }
+                !fresh
+            })
         });
         if new_ceiling.is_some() || t.wait.is_some() {
             self.pacer.told(scope, t.wait, new_ceiling).await;

@@ -2,8 +2,9 @@
 //! allows. Read from the status, `Retry-After` (seconds or an HTTP date), the IETF
 //! `RateLimit` / `RateLimit-Policy` fields (draft-11), the older `RateLimit-Limit`,
 //! `-Remaining`, `-Reset` trio and its `X-RateLimit-*` form, and gRPC's `grpc-status`,
-//! `grpc-retry-pushback-ms` and `RetryInfo`. What does not parse is ignored, and no wait is
-//! longer than the caller's bound.
+//! `grpc-retry-pushback-ms` and `RetryInfo`. What does not parse is ignored, every time
+//! computed from an upstream's numbers saturates (a date past any clock is "far", then held
+//! to the bound), and no wait is longer than the caller's bound.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -12,10 +13,54 @@ use http::{HeaderMap, StatusCode};
 /// gRPC's `RESOURCE_EXHAUSTED`.
 const GRPC_RESOURCE_EXHAUSTED: &str = "8";
 
+/// A set of HTTP statuses (100 to 999), as bits: `Copy`, and no allocation to ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Statuses([u64; 16]);
+
+impl Statuses {
+    pub(crate) fn of(codes: impl IntoIterator<Item = StatusCode>) -> Self {
+        let mut s = Self::default();
+        for c in codes {
+            let c = usize::from(c.as_u16());
+            s.0[c / 64] |= 1 << (c % 64);
+        }
+        s
+    }
+
+    fn contains(&self, c: StatusCode) -> bool {
+        let c = usize::from(c.as_u16());
+        self.0[c / 64] & (1 << (c % 64)) != 0
+    }
+}
+
+/// Which answers are refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refusals {
+    /// Always a refusal (429 and 503 by default).
+    pub(crate) always: Statuses,
+    /// A refusal when the answer says how long to wait — `Retry-After` (or gRPC's pushback),
+    /// or no quota left until a reset — and otherwise an answer like any other (403 by
+    /// default: GitHub's primary and secondary limits; a 403 that says neither is about
+    /// permissions, not pace).
+    pub(crate) when_told: Statuses,
+}
+
+impl Default for Refusals {
+    fn default() -> Self {
+        Self {
+            always: Statuses::of([
+                StatusCode::TOO_MANY_REQUESTS,
+                StatusCode::SERVICE_UNAVAILABLE,
+            ]),
+            when_told: Statuses::of([StatusCode::FORBIDDEN]),
+        }
+    }
+}
+
 /// What one answer said.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Told {
-    /// A refusal: 429, 503, or gRPC `RESOURCE_EXHAUSTED`.
+    /// A refusal: a status of [`Refusals`], or gRPC `RESOURCE_EXHAUSTED`.
     pub(crate) refused: bool,
     /// How long to wait before the next call (a refusal's `Retry-After`, or no quota left
     /// until a reset), at most the bound.
@@ -30,6 +75,7 @@ pub(crate) fn told(
     headers: &HeaderMap,
     now: SystemTime,
     bound: Duration,
+    refusals: &Refusals,
 ) -> Told {
     let text = |name: &str| {
         headers
@@ -37,10 +83,10 @@ pub(crate) fn told(
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
+    // Now as seconds since the epoch: every date below is compared as a `Duration`, which
+    // saturates, never added to a `SystemTime`, which panics past its range.
+    let now = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let grpc_refused = text("grpc-status") == Some(GRPC_RESOURCE_EXHAUSTED);
-    let refused = status == StatusCode::TOO_MANY_REQUESTS
-        || status == StatusCode::SERVICE_UNAVAILABLE
-        || grpc_refused;
     let retry_after = text("retry-after")
         .and_then(|v| retry_after(v, now))
         .or_else(|| text("grpc-retry-pushback-ms").and_then(pushback))
@@ -53,6 +99,10 @@ pub(crate) fn told(
         .or_else(|| trio(&text, "ratelimit-", now))
         .or_else(|| trio(&text, "x-ratelimit-", now))
         .unwrap_or_default();
+    let refused = refusals.always.contains(status)
+        || grpc_refused
+        || (refusals.when_told.contains(status)
+            && (retry_after.is_some() || empty_until.is_some()));
     let wait = if refused {
         retry_after.or(empty_until)
     } else {
@@ -66,13 +116,13 @@ pub(crate) fn told(
     }
 }
 
-/// `Retry-After`: delta-seconds or an HTTP date (past: no wait).
-fn retry_after(v: &str, now: SystemTime) -> Option<Duration> {
+/// `Retry-After`: delta-seconds or an HTTP date (past: no wait). `now` and the date are
+/// times since the epoch.
+fn retry_after(v: &str, now: Duration) -> Option<Duration> {
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
-    let at = http_date(v)?;
-    Some(at.duration_since(now).unwrap_or_default())
+    Some(http_date(v)?.saturating_sub(now))
 }
 
 /// `grpc-retry-pushback-ms`: milliseconds (negative: do not retry, no wait said).
@@ -105,36 +155,49 @@ fn ietf(policy: Option<&str>, state: Option<&str>) -> Option<(Option<f64>, Optio
 
 /// The older trio under `prefix` (`ratelimit-` or `x-ratelimit-`): a limit, with its window
 /// when it names one (`10, 10;w=1`); nothing left (`remaining: 0`) until its reset (delta
-/// seconds, or Unix time when it is no earlier than a day before now).
+/// seconds, or Unix time when it is no earlier than a day before now). Where no window is
+/// named (GitHub's `x-ratelimit-limit: 5000`), what remains spread over the time to the
+/// reset is the most it allows.
 fn trio<'a>(
     text: &impl Fn(&str) -> Option<&'a str>,
     prefix: &str,
-    now: SystemTime,
+    now: Duration,
 ) -> Option<(Option<f64>, Option<Duration>)> {
     let limit = text(&format!("{prefix}limit"));
     let remaining = text(&format!("{prefix}remaining"));
     if limit.is_none() && remaining.is_none() {
         return None;
     }
-    let allows = limit.and_then(|l| {
+    let windowed = limit.and_then(|l| {
         members(l)
             .filter_map(|m| Some(m.value? as f64 / m.param("w")? as f64))
             .filter(|r| *r > 0.0)
             .reduce(f64::min)
     });
-    let reset = text(&format!("{prefix}reset")).and_then(|r| r.parse::<u64>().ok());
+    let remaining = remaining.and_then(|r| r.parse::<u64>().ok());
     // A reset at or after a day before now, read as Unix time, is one (GitHub's); anything
     // smaller is seconds from now.
-    let unix_now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let empty = match (remaining.and_then(|r| r.parse::<u64>().ok()), reset) {
-        (Some(0), Some(r)) if r >= unix_now.saturating_sub(86_400) => {
-            let at = UNIX_EPOCH + Duration::from_secs(r);
-            Some(at.duration_since(now).unwrap_or_default())
-        }
-        (Some(0), Some(r)) => Some(Duration::from_secs(r)),
+    let until_reset = text(&format!("{prefix}reset"))
+        .and_then(|r| r.parse::<u64>().ok())
+        .map(|r| {
+            let r = Duration::from_secs(r);
+            if r >= now.saturating_sub(Duration::from_secs(86_400)) {
+                r.saturating_sub(now)
+            } else {
+                r
+            }
+        });
+    let empty = match (remaining, until_reset) {
+        (Some(0), Some(d)) => Some(d),
         _ => None,
     };
-    Some((allows, empty))
+    let spread = match (remaining, until_reset) {
+        (Some(left @ 1..), Some(d)) if limit.is_some() && !d.is_zero() => {
+            Some(left as f64 / d.as_secs_f64())
+        }
+        _ => None,
+    };
+    Some((windowed.or(spread), empty))
 }
 
 /// One member of a comma-separated list: a bare value (an integer, or a name) and its
@@ -183,15 +246,26 @@ fn split_outside_quotes(s: &str, sep: char) -> impl Iterator<Item = &str> {
     })
 }
 
-/// An HTTP date (RFC 9110): the IMF-fixdate form `Sun, 06 Nov 1994 08:49:37 GMT`, and the
-/// obsolete RFC 850 and asctime forms, which recipients must also read.
-fn http_date(v: &str) -> Option<SystemTime> {
-    let words: Vec<&str> = v.split([' ', ',', '-']).filter(|w| !w.is_empty()).collect();
-    let (day, month, year, time) = match words[..] {
+/// An HTTP date (RFC 9110), as the time since the epoch: the IMF-fixdate form
+/// `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete RFC 850 and asctime forms, which
+/// recipients must also read. A year past any clock saturates (a far future, never a panic).
+fn http_date(v: &str) -> Option<Duration> {
+    let mut words = v.split([' ', ',', '-']).filter(|w| !w.is_empty());
+    let mut next = || words.next();
+    let w = [next(), next(), next(), next(), next(), next(), next()];
+    let (day, month, year, time) = match w {
         // IMF-fixdate: Sun 06 Nov 1994 08:49:37 GMT; RFC 850: Sunday 06 Nov 94 08:49:37 GMT
-        [_, d, m, y, t, "GMT"] => (d, m, y, t),
+        [
+            Some(_),
+            Some(d),
+            Some(m),
+            Some(y),
+            Some(t),
+            Some("GMT"),
+            None,
+        ] => (d, m, y, t),
         // asctime: Sun Nov  6 08:49:37 1994
-        [_, m, d, t, y] => (d, m, y, t),
+        [Some(_), Some(m), Some(d), Some(t), Some(y), None, None] => (d, m, y, t),
         _ => return None,
     };
     let day: u64 = day.parse().ok()?;
@@ -208,14 +282,20 @@ fn http_date(v: &str) -> Option<SystemTime> {
     }
     let mut hms = time.split(':').map(|n| n.parse::<u64>().ok());
     let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if !(1..=31).contains(&day) || h > 23 || mi > 59 || s > 60 || year < 1970 {
+    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || mi > 59 || s > 60 {
         return None;
     }
-    let days = days_from_civil(year, month, day);
-    Some(UNIX_EPOCH + Duration::from_secs(days * 86_400 + h * 3_600 + mi * 60 + s))
+    if year < 1970 {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day)
+        .saturating_mul(86_400)
+        .saturating_add(h * 3_600 + mi * 60 + s);
+    Some(Duration::from_secs(secs))
 }
 
-/// Days from 1970-01-01 to a date of the Gregorian calendar (Howard Hinnant's algorithm).
+/// Days from 1970-01-01 to a date of the Gregorian calendar (Howard Hinnant's algorithm),
+/// for a year from 1970 (saturating: a year past any clock is far, not an overflow).
 fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y / 400;
@@ -223,112 +303,12 @@ fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
     let mp = (m + 9) % 12;
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    era.saturating_mul(146_097)
+        .saturating_add(doe)
+        .saturating_sub(719_468)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const HOUR: Duration = Duration::from_secs(3_600);
-
-    fn at(h: &[(&'static str, &str)], status: u16) -> Told {
-        let mut headers = HeaderMap::new();
-        for (k, v) in h {
-            headers.insert(*k, v.parse().unwrap());
-        }
-        let now = UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
-        told(StatusCode::from_u16(status).unwrap(), &headers, now, HOUR)
-    }
-
-    #[test]
-    fn retry_after_in_seconds_and_as_each_http_date_form() {
-        let ten = Some(Duration::from_secs(10));
-        assert_eq!(at(&[("retry-after", "10")], 429).wait, ten);
-        for date in [
-            "Sun, 06 Nov 1994 08:49:47 GMT",
-            "Sunday, 06-Nov-94 08:49:47 GMT",
-            "Sun Nov  6 08:49:47 1994",
-        ] {
-            assert_eq!(at(&[("retry-after", date)], 503).wait, ten, "{date}");
-        }
-        assert_eq!(
-            at(&[("retry-after", "Sun, 06 Nov 1994 08:00:00 GMT")], 429).wait,
-            Some(Duration::ZERO)
-        );
-        let week = at(&[("retry-after", "604800")], 429);
-        assert_eq!(week.wait, Some(HOUR), "a week is held to the bound");
-        for junk in ["-5", "soon", "1e9", "Sun, 32 Nov 1994 08:49:47 GMT", ""] {
-            let t = at(&[("retry-after", junk)], 429);
-            assert!(t.refused && t.wait.is_none(), "{junk:?}");
-        }
-    }
-
-    #[test]
-    fn the_ietf_fields_give_the_strictest_rate_and_the_reset_of_an_empty_limit() {
-        let t = at(
-            &[
-                (
-                    "ratelimit-policy",
-                    r#""hour";q=1000;w=3600, "burst";q=50;w=1, "odd, name";q=5;w=0"#,
-                ),
-                ("ratelimit", r#""burst";r=0;t=2, "hour";r=900;t=1800"#),
-            ],
-            200,
-        );
-        assert!(!t.refused);
-        assert_eq!(t.allows, Some(1000.0 / 3600.0));
-        assert_eq!(t.wait, Some(Duration::from_secs(2)));
-        let t = at(&[("ratelimit-policy", r#""p";q=50"#)], 200);
-        assert_eq!((t.allows, t.wait), (Some(50.0), None), "w defaults to 1");
-    }
-
-    #[test]
-    fn the_older_trios_with_a_window_a_delta_or_a_unix_reset() {
-        let t = at(
-            &[
-                ("ratelimit-limit", "50, 50;w=1"),
-                ("ratelimit-remaining", "0"),
-                ("ratelimit-reset", "3"),
-            ],
-            200,
-        );
-        assert_eq!(
-            (t.allows, t.wait),
-            (Some(50.0), Some(Duration::from_secs(3)))
-        );
-        let t = at(
-            &[
-                ("x-ratelimit-limit", "5000"),
-                ("x-ratelimit-remaining", "0"),
-                ("x-ratelimit-reset", "784111837"),
-            ],
-            403,
-        );
-        assert_eq!(
-            (t.allows, t.wait),
-            (None, Some(Duration::from_secs(60))),
-            "GitHub's Unix reset"
-        );
-        let t = at(
-            &[
-                ("x-ratelimit-remaining", "0"),
-                ("x-ratelimit-reset", "99999999"),
-            ],
-            200,
-        );
-        assert_eq!(t.wait, Some(HOUR), "bounded");
-    }
-
-    #[test]
-    fn grpc_resource_exhausted_with_its_pushback() {
-        let t = at(
-            &[("grpc-status", "8"), ("grpc-retry-pushback-ms", "1500")],
-            200,
-        );
-        assert!(t.refused);
-        assert_eq!(t.wait, Some(Duration::from_millis(1_500)));
-        let t = at(&[("grpc-status", "0")], 200);
-        assert!(!t.refused);
-    }
-}
+mod props;
+#[cfg(test)]
+mod tests;

@@ -30,7 +30,7 @@ impl RedisStore {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
         let e6 = |x: f64| (x * 1e6).round() as u64;
         let (op, retry, ceiling) = match call.op {
-            PaceOp::Acquire => (1, 0, 0.0),
+            PaceOp::Acquire { within } => (1, within, 0.0),
             PaceOp::Rejected(us) => (2, us, 0.0),
             PaceOp::Told { pause, ceiling } => (3, pause, ceiling),
         };

@@ -7,7 +7,8 @@
 -- KEYS[2]  the workers that called lately: a sorted set of ids scored by when they lapse (ms)
 -- ARGV[1]  1 acquire, 2 a rejection, 3 told (the remote side said what it allows)
 -- ARGV[2]  successes reported since this worker's last call (each adds its share of a step)
--- ARGV[3]  for a rejection: the remote side's Retry-After; told: a pause (us; 0: none)
+-- ARGV[3]  for a rejection: the remote side's Retry-After; told: a pause (us; 0: none);
+--          acquire: how far ahead a slot may be reserved (us; 0: only now)
 -- ARGV[4]  this worker's id;  ARGV[5] how long a worker stays counted (ms)
 -- ARGV[6]  how long the state outlives its last call (ms)
 -- ARGV[7..9]  initial, min, max rate (millionths of a call per second)
@@ -15,7 +16,8 @@
 --          factor (millionths); ARGV[12] the period (us)
 -- ARGV[13] told: the most the remote side allows (millionths of a call per second; 0: not
 --          said)
--- Returns {go (1: call now), wait (us), the rate (text), workers}
+-- Returns {go (1: a slot taken), wait (us: until the slot taken, or until the next free one
+-- when none was), the rate (text), workers}
 
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local E6 = 1000000
@@ -42,9 +44,9 @@ end
 local top = hi
 if cap > 0 then top = max(min(cap, hi), lo) end
 rate = min(max(rate, lo), top)
--- A corrupt or foreign state never stalls the workers: the next slot is at most one
--- interval away, a pause at most an hour.
-nxt = min(nxt, now + max(ceil(E6 / rate), 1))
+-- A corrupt or foreign state never stalls the workers: the next slot is at most the
+-- longest reservation and one interval away, a pause at most an hour.
+nxt = min(nxt, now + MAX_PAUSE + max(ceil(E6 / rate), 1))
 paused = min(paused, now + MAX_PAUSE)
 
 local now_ms = floor(now / 1000)
@@ -74,11 +76,13 @@ elseif op == 3 then
   end
   if retry > 0 then paused = max(paused, now + min(retry, MAX_PAUSE)) end
 else
-  if now < paused then wait = paused - now
-  elseif now < nxt then wait = nxt - now
-  else
+  -- The next free slot, taken when it is close enough: callers are served in the order
+  -- they asked, each told its own slot.
+  local slot = max(now, nxt, paused)
+  wait = slot - now
+  if wait <= min(retry, MAX_PAUSE) then
     go = 1
-    nxt = now + max(ceil(E6 / rate), 1)
+    nxt = slot + max(ceil(E6 / rate), 1)
   end
 end
 
