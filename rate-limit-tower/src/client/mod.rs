@@ -10,14 +10,15 @@
 //!
 //! | the upstream says | the layer does |
 //! |---|---|
-//! | 429, 503, gRPC `RESOURCE_EXHAUSTED` | a refusal: the shared rate drops (AIMD: at most once a period) and every worker waits out `Retry-After` (seconds or an HTTP date), `grpc-retry-pushback-ms`, `RetryInfo`, or the reset of an empty limit |
+//! | 429, 503, gRPC `RESOURCE_EXHAUSTED`; 403 with `Retry-After` or an empty limit (GitHub) | a refusal: the shared rate drops (AIMD: at most once a period) and every worker waits out `Retry-After` (seconds or an HTTP date), `grpc-retry-pushback-ms`, `RetryInfo`, or the reset of an empty limit; which statuses count: [`refused_on`](PaceLayer::refused_on), [`refused_when_told`](PaceLayer::refused_when_told) |
 //! | `RateLimit-Policy` (IETF draft-11), `RateLimit-Limit: 10, 10;w=1` | the strictest policy's rate, times [`headroom`](PaceLayer::headroom) (0.9), is the scope's ceiling, and its pace straight away (unless it refused within the period) |
 //! | `RateLimit: "p";r=0;t=3`, `RateLimit-Remaining: 0` with `-Reset`, `X-RateLimit-Remaining: 0` with `-Reset` (delta or Unix time) | every worker waits for the reset, with no decrease |
 //! | nothing | AIMD on its refusals: a step up each period of successes, a cut on each refusal |
 //!
 //! Every wait an upstream asks for is held to [`max_pause`](PaceLayer::max_pause) (an hour
-//! by default; the pacer's own bound too); a header that does not parse is ignored, never a
-//! wait. A gRPC refusal sent after a response body (in trailers) is not seen: tonic and our
+//! by default; the pacer's own bound too), every time computed from its numbers saturates;
+//! a header that does not parse is ignored, never a wait. Callers of one scope are served
+//! in the order they asked, each waiting for its own slot. A gRPC refusal sent after a response body (in trailers) is not seen: tonic and our
 //! own [`GrpcResponder`](crate::grpc::GrpcResponder) refuse in the headers
 //! ("trailers-only").
 //!
