@@ -28,7 +28,6 @@
 //! Signed-in actions fail open (a known account can do little harm in a few minutes);
 //! Ask AI fails closed with 503, since nothing else keeps its cost in check.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
@@ -264,9 +263,5 @@ pub fn app() -> Result<Router, ConfigError> {
 
 /// Serves `app` on `listener`.
 pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    crate::serve::serve(listener, app).await
 }

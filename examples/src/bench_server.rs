@@ -10,7 +10,6 @@
 //! `trio`; `none`), `BENCH_RULES` (default 1: rules on the same key, each its own limit),
 //! `BENCH_HEAVY_HITTERS=1` (the limiter tracks heavy hitters: the admin's cost per request).
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
@@ -148,9 +147,5 @@ pub fn bare_app() -> Router {
 
 /// Serves `app` on `listener`.
 pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    crate::serve::serve(listener, app).await
 }

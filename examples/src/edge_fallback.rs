@@ -15,7 +15,6 @@
 //! (a store that refuses every call), `slow` (one that never answers), or unset for
 //! `REDIS_URL` / memory.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
@@ -106,9 +105,5 @@ pub fn app(store: &EdgeStore) -> Result<Router, ConfigError> {
 
 /// Serves `app` on `listener`.
 pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    crate::serve::serve(listener, app).await
 }

@@ -24,7 +24,6 @@
 //! RFC 9457 problem details (`application/problem+json`, the IETF draft's `quota-exceeded`
 //! type with `violated-policies`), as an API that answers every error that way would.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
@@ -196,9 +195,5 @@ pub fn app() -> Result<Router, ConfigError> {
 
 /// Serves `app` on `listener`.
 pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    crate::serve::serve(listener, app).await
 }

@@ -8,6 +8,7 @@ pub mod food_api;
 mod main_helper;
 pub mod platform;
 pub mod quiz_night;
+pub mod serve;
 pub mod simulate;
 /// Where an example counts, from the environment: the library's own
 /// ([`AnyStore::from_env`]).

@@ -3,71 +3,16 @@
 //! an unauthenticated one from its head (401) and the sign-in reads 1 KiB at most (413),
 //! so the server's memory stays where it was: measured from its resident set.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use ratekeeper_testkit::redis::free_port;
-use ratekeeper_testkit::rss_kib;
+mod common;
 
-const TOKEN: &str = "uploads-admin-token-0123456789abcdef-0123456789";
+use common::Quiz;
+
 const BODY: usize = 2 * 1024 * 1024;
-
-struct Quiz {
-    child: Child,
-    addr: String,
-}
-
-impl Quiz {
-    fn start() -> Self {
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_quiz-night"))
-            .env("QUIZ_BIND", &addr)
-            .env("QUIZ_ADMIN_TOKEN", TOKEN)
-            .env_remove("REDIS_URL")
-            .env_remove("REDIS_CLUSTER")
-            .env_remove("REDIS_SENTINEL")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("quiz-night starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        while !lines
-            .next()
-            .expect("quiz-night says where it listens")
-            .unwrap()
-            .contains("listening on")
-        {}
-        Self { child, addr }
-    }
-
-    fn rss_mib(&self) -> f64 {
-        rss_kib(self.child.id()) as f64 / 1024.0
-    }
-
-    fn healthz(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(&self.addr) else {
-            return false;
-        };
-        let req = format!(
-            "GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            self.addr
-        );
-        let mut resp = String::new();
-        s.write_all(req.as_bytes()).is_ok()
-            && s.read_to_string(&mut resp).is_ok()
-            && resp.starts_with("HTTP/1.1 200")
-    }
-}
-
-impl Drop for Quiz {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `n` uploads of `head` with a [`BODY`]-byte body, all held at the last byte at once:
 /// the server's RSS (MiB) before, while held, and after they closed; the statuses read.

@@ -9,13 +9,12 @@
 //! | every route but `/too-many-requests`, `/healthz` | client IP | 1200 / 60 s | sliding window | count in memory |
 //! | `GET /api/games/{game}/poll` | participant | 20 / 60 s | sliding window | allow |
 //! | `POST /api/games/{game}/answers` | participant, client IP | 30 / 60 s, 600 / 60 s | sliding window | allow |
-//! | `GET /api/games/{game}/ws` (WebSocket; each message) | participant (`?participant=` or `x-participant-id`) | 120 / 60 s then close 1008; the answers' 30 / 60 s, shared with the `POST`; 20 a second per connection then 1008; 3 sockets at once | sliding window | allow |
+//! | `GET /api/games/{game}/ws` (WebSocket; each message) | participant (`?participant=` or `x-participant-id`), client IP | 120 / 60 s then close 1008; the answers' 30 / 60 s and 600 / 60 s per IP, shared with the `POST`; 20 a second per connection then 1008; 3 sockets at once per participant, 200 per IP; silent 30 s (no pong) or not reading for 10 s: closed | sliding window | allow |
 //! | `POST /host/games/{game}/next` | user (bearer) | bucket of 10, +2/s | token bucket | allow |
 //! | `POST /auth/sign-in` | client IP, account | 20 attempts / 15 min, then 429; per account, *failed* attempts over 15 min: 5 at once, then each held 1 s, 2 s, 4 s, then 8 s, one at a time in one line per account (a full line of 5 turns away only an address already in it) | sliding log | 503 |
 //! | `POST /api/ask` | visitor · visitor+game · game · everybody | 20/min · 15/day · 500/day · 5000/day | fixed windows | 503 |
 //! | `POST /webhooks/payments` | client IP | 600 / 60 s | sliding window | allow |
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
@@ -240,7 +239,7 @@ pub fn app_with_store(cfg: &QuizConfig, store: AnyStore) -> Result<Router, Confi
     // Refusals inside handlers answer like the layers.
     let handler = HandlerLimiter::new(limiter.clone()).answering(answering.clone());
     let state = QuizState {
-        sockets: socket::limiter(&limits, handler.clone())?,
+        sockets: socket::limiter(&limits, handler.clone(), &client)?,
         limiter: handler,
         store,
         limits,
@@ -371,9 +370,5 @@ fn admin(
 
 /// Serves `app` on `listener` (with connect info) until the process stops.
 pub async fn serve(listener: TcpListener, app: Router) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    crate::serve::serve(listener, app).await
 }

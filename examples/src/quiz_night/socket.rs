@@ -8,12 +8,11 @@
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::extract::{FromRequestParts, Path, Query, Request, State};
 use axum::response::{IntoResponse, Response};
 use ratekeeper_axum::ws::{MessageRule, SocketLimiter};
 use ratekeeper_core::{ConfigError, FailurePolicy, InFlight, Limit, Principal};
-use ratekeeper_tower::extract::Rejection;
+use ratekeeper_tower::extract::{ClientIp, Rejection};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -22,15 +21,23 @@ use super::{Limits, QuizState};
 /// How often the socket sends the game's state (the poll's period, pushed).
 const STATE_EVERY: Duration = Duration::from_secs(10);
 
+/// Sockets open at once from one client IP: a room of 100 phones behind one address, each
+/// with a socket and room to reconnect.
+const SOCKETS_PER_IP: u32 = 200;
+
 /// The socket's limits: 120 messages a minute per participant close the socket (1008, a
-/// client ignoring its refusals); the answer budget (30 a minute, shared with the `POST`)
-/// drops a refused answer with the refusal's text; 20 messages a second on one connection
-/// close it; 3 sockets at once per participant; messages up to 4 KiB.
+/// client ignoring its refusals); the answer budgets shared with the `POST`, both keys (30
+/// a minute per participant, 600 per client IP) drop a refused answer with the refusal's
+/// text; 20 messages a second on one connection close it; 3 sockets at once per
+/// participant and 200 per IP; messages up to 4 KiB; a client silent for 30 s (no pong to
+/// the ping sent at 15 s) or not reading for 10 s is closed.
 pub(super) fn limiter(
     limits: &Limits,
     handler: ratekeeper_axum::HandlerLimiter,
+    client: &ClientIp,
 ) -> Result<SocketLimiter, ConfigError> {
     let minute = Duration::from_secs(60);
+    let half_minute = Duration::from_secs(30);
     Ok(SocketLimiter::new(handler)
         .rule(
             MessageRule::new(Limit::sliding_window("answers-ws-ceiling", 120, minute)?)
@@ -38,8 +45,18 @@ pub(super) fn limiter(
                 .on_store_error(FailurePolicy::Open),
         )
         .rule(MessageRule::new(limits.answers.clone()).on_store_error(FailurePolicy::Open))
+        .rule(
+            MessageRule::new(limits.answers_ip.clone())
+                .keyed(client.clone())
+                .on_store_error(FailurePolicy::Open),
+        )
         .connection_ceiling(20, Duration::from_secs(1))?
-        .connections(InFlight::new("ws-connections", 3, Duration::from_secs(30))?)
+        .connections(InFlight::new("ws-connections", 3, half_minute)?)
+        .connections_by(
+            InFlight::new("ws-connections-ip", SOCKETS_PER_IP, half_minute)?,
+            client.clone(),
+        )
+        .idle_timeout(Some(half_minute))
         .max_message_size(4 * 1024))
 }
 
@@ -52,9 +69,15 @@ pub(super) async fn socket(
     State(state): State<QuizState>,
     Path(game): Path<String>,
     Query(who): Query<Who>,
-    headers: HeaderMap,
-    upgrade: WebSocketUpgrade,
+    request: Request,
 ) -> Response {
+    // The upgrade request's head: the participant's keys and the client's IP come from it.
+    let (mut parts, _) = request.into_parts();
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
+        Ok(upgrade) => upgrade,
+        Err(not_a_socket) => return not_a_socket.into_response(),
+    };
+    let headers = &parts.headers;
     let id = who.participant.or_else(|| {
         headers
             .get("x-participant-id")
@@ -68,12 +91,12 @@ pub(super) async fn socket(
         );
         return state
             .limiter
-            .refuse(missing.into(), &headers)
+            .refuse(missing.into(), headers)
             .into_response();
     };
     let accepted = match state
         .sockets
-        .accept(Principal::participant(id), &headers)
+        .accept_parts(Principal::participant(id), &parts)
         .await
     {
         Ok(accepted) => accepted,

@@ -1,39 +1,52 @@
-//! A limited socket: the receive loop that checks each data message.
+//! A limited socket: the receive loop that checks each data message, keeps the connection
+//! alive or ends it when the client is gone, and bounds every write by time.
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
+use futures_sink::Sink;
 use ratekeeper_core::limiter::Slot;
 use ratekeeper_core::{Answer, Principal};
 use ratekeeper_tower::{RefusalKind, Verdict};
 use tokio::time::Instant;
 
-use super::{SocketLimiter, notice};
+use super::{CLOSE_DRAIN, SocketLimiter, notice};
 
-/// A socket admitted by [`SocketLimiter::accept`]: its principal and its connection slot,
+/// A socket admitted by [`SocketLimiter::accept`]: its principals and its connection slots,
 /// waiting for the upgrade to complete.
 #[derive(Debug)]
 pub struct Accepted {
     limiter: SocketLimiter,
     principal: Principal,
-    slot: Option<Slot>,
+    /// Each rule's principal, in the rules' order.
+    principals: Vec<Principal>,
+    slots: Vec<Slot>,
 }
 
 impl Accepted {
-    pub(super) fn new(limiter: SocketLimiter, principal: Principal, slot: Option<Slot>) -> Self {
+    pub(super) fn new(
+        limiter: SocketLimiter,
+        principal: Principal,
+        principals: Vec<Principal>,
+        slots: Vec<Slot>,
+    ) -> Self {
         Self {
             limiter,
             principal,
-            slot,
+            principals,
+            slots,
         }
     }
 
-    /// The upgraded socket, limited. It holds the connection slot until it is dropped.
+    /// The upgraded socket, limited. It holds the connection slots until it is dropped.
     pub fn socket(self, ws: WebSocket) -> LimitedSocket {
         LimitedSocket {
             inner: ws,
             limiter: self.limiter,
             principal: self.principal,
-            _slot: self.slot,
+            principals: self.principals,
+            _slots: self.slots,
             window: None,
+            seen: Instant::now(),
+            pinged: false,
             closed: None,
         }
     }
@@ -49,14 +62,23 @@ pub enum Closed {
     Ceiling,
     /// The store could not answer and the rules fail closed: 1013.
     StoreUnavailable,
+    /// No frame from the client within the idle timeout, a ping included: 1001.
+    Idle,
+    /// The client did not read what the socket wrote within the write timeout: the
+    /// connection is dropped (no close frame can reach a client that does not read; 1006
+    /// on its side).
+    WriteStalled,
 }
 
 impl Closed {
-    /// The close code sent.
+    /// The close code sent (for [`WriteStalled`](Self::WriteStalled), the one the client
+    /// sees: none was sent).
     pub fn code(self) -> u16 {
         match self {
             Self::ConnectionCeiling | Self::Ceiling => close_code::POLICY,
             Self::StoreUnavailable => close_code::AGAIN,
+            Self::Idle => close_code::AWAY,
+            Self::WriteStalled => close_code::ABNORMAL,
         }
     }
 
@@ -65,6 +87,8 @@ impl Closed {
             Self::ConnectionCeiling => "connection message ceiling",
             Self::Ceiling => "message ceiling",
             Self::StoreUnavailable => "rate limit store unavailable",
+            Self::Idle => "idle",
+            Self::WriteStalled => "writes not read",
         }
     }
 }
@@ -76,9 +100,13 @@ pub struct LimitedSocket {
     inner: WebSocket,
     limiter: SocketLimiter,
     principal: Principal,
-    _slot: Option<Slot>,
+    principals: Vec<Principal>,
+    _slots: Vec<Slot>,
     /// The connection ceiling's window: its start and the messages in it.
     window: Option<(Instant, u32)>,
+    /// When the client last sent a frame, and whether a ping went out since.
+    seen: Instant,
+    pinged: bool,
     closed: Option<Closed>,
 }
 
@@ -91,26 +119,37 @@ enum Check {
 
 impl LimitedSocket {
     /// The next admitted message (or control frame). A refused message is answered with the
-    /// refusal's text message and skipped; past a ceiling, or with the store down under a
-    /// closed policy, the connection is closed with its code and `None` returned
+    /// refusal's text message and skipped; past a ceiling, with the store down under a
+    /// closed policy, past the idle timeout, or when the client does not read what is
+    /// written to it, the connection is closed and `None` returned
     /// ([`closed_by`](Self::closed_by) says why). `None` too when the client is gone.
+    /// Cancel-safe while it waits for a frame (a `select!` with a timer may drop it).
     pub async fn recv(&mut self) -> Option<Result<Message, axum::Error>> {
-        if self.closed.is_some() {
-            return None;
-        }
         loop {
-            let msg = match self.inner.recv().await? {
+            if self.closed.is_some() {
+                return None;
+            }
+            let msg = match self.next_frame().await? {
                 Ok(msg) => msg,
                 Err(e) => return Some(Err(e)),
             };
+            self.seen = Instant::now();
+            self.pinged = false;
+            if let Message::Ping(_) = msg {
+                // tungstenite queued the pong: a client that pings and never reads is
+                // found here, when the pong cannot be written in time.
+                if !self.write(None).await {
+                    return None;
+                }
+            }
             if matches!(msg, Message::Ping(_) | Message::Pong(_) | Message::Close(_)) {
                 return Some(Ok(msg));
             }
             match self.check(&msg).await {
                 Check::Admit => return Some(Ok(msg)),
                 Check::Drop(notice) => {
-                    if let Err(e) = self.inner.send(Message::text(notice)).await {
-                        return Some(Err(e));
+                    if !self.write(Some(Message::text(notice))).await {
+                        return None;
                     }
                 }
                 Check::Close(why) => {
@@ -121,9 +160,71 @@ impl LimitedSocket {
         }
     }
 
-    /// Sends a message to the client.
+    /// The client's next frame, sending a ping half way through the idle timeout and
+    /// closing the connection at its end (`None` then, as when the client is gone).
+    async fn next_frame(&mut self) -> Option<Result<Message, axum::Error>> {
+        let Some(idle) = self.limiter.idle_timeout else {
+            return self.inner.recv().await;
+        };
+        loop {
+            let at = if self.pinged {
+                self.seen + idle
+            } else {
+                self.seen + idle / 2
+            };
+            tokio::select! {
+                msg = self.inner.recv() => return msg,
+                () = tokio::time::sleep_until(at) => {
+                    if self.pinged {
+                        self.close(Closed::Idle).await;
+                        return None;
+                    }
+                    self.pinged = true;
+                    if !self.write(Some(Message::Ping(Vec::new().into()))).await {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends a message to the client, waiting at most the write timeout for it to read:
+    /// past that, the connection is closed ([`Closed::WriteStalled`]) and this is an error.
     pub async fn send(&mut self, msg: Message) -> Result<(), axum::Error> {
-        self.inner.send(msg).await
+        if let Some(why) = self.closed {
+            return Err(axum::Error::new(why.reason()));
+        }
+        let timeout = self.limiter.write_timeout;
+        match tokio::time::timeout(timeout, self.inner.send(msg)).await {
+            Ok(sent) => sent,
+            Err(_) => {
+                self.closed = Some(Closed::WriteStalled);
+                Err(axum::Error::new(Closed::WriteStalled.reason()))
+            }
+        }
+    }
+
+    /// Writes `msg` (or only what is queued: a pong) within the write timeout; false when
+    /// the connection is closed or gone.
+    async fn write(&mut self, msg: Option<Message>) -> bool {
+        let timeout = self.limiter.write_timeout;
+        let written = match msg {
+            Some(m) => tokio::time::timeout(timeout, self.inner.send(m)).await,
+            None => {
+                let inner = &mut self.inner;
+                let flush =
+                    std::future::poll_fn(|cx| std::pin::Pin::new(&mut *inner).poll_flush(cx));
+                tokio::time::timeout(timeout, flush).await
+            }
+        };
+        match written {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => false,
+            Err(_) => {
+                self.closed = Some(Closed::WriteStalled);
+                false
+            }
+        }
     }
 
     /// Why this socket closed the connection, if it did.
@@ -131,7 +232,8 @@ impl LimitedSocket {
         self.closed
     }
 
-    /// The principal its messages are counted under.
+    /// The principal its messages are counted under (a [`keyed`](super::MessageRule::keyed)
+    /// rule's are its own).
     pub fn principal(&self) -> &Principal {
         &self.principal
     }
@@ -148,7 +250,7 @@ impl LimitedSocket {
         if self.limiter.rules.is_empty() {
             return Check::Admit;
         }
-        let chain = self.limiter.chain(&self.principal, msg);
+        let chain = self.limiter.chain(&self.principals, msg);
         let answer = self
             .limiter
             .handler
@@ -187,13 +289,25 @@ impl LimitedSocket {
         n + 1 > max
     }
 
+    /// Sends the close frame, then reads on (discarding, for at most two seconds) until
+    /// the client's close: a connection dropped with the client's messages unread is reset
+    /// by the kernel, and the reset throws away the close frame on the client's side (it
+    /// would see 1006, not the code sent).
     async fn close(&mut self, why: Closed) {
         self.closed = Some(why);
         let frame = CloseFrame {
             code: why.code(),
             reason: why.reason().into(),
         };
-        // The client may be gone already: the connection ends either way.
-        let _ = self.inner.send(Message::Close(Some(frame))).await;
+        // The client may be gone already, or not reading: the connection ends either way.
+        if !self.write(Some(Message::Close(Some(frame)))).await {
+            return;
+        }
+        let until = Instant::now() + CLOSE_DRAIN;
+        while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(until, self.inner.recv()).await {
+            if let Message::Close(_) = msg {
+                break;
+            }
+        }
     }
 }
