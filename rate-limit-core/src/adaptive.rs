@@ -27,12 +27,12 @@ pub enum Pace {
     Wait(Duration),
 }
 
-/// A slot asked for with a bound on the wait ([`Adaptive::reserve`],
+/// A caller's turn, asked for with a bound on the wait ([`Adaptive::reserve`],
 /// [`SharedPacer::reserve`](crate::pacer::SharedPacer::reserve)): callers of one scope are
 /// served in the order they asked, each told its own slot, so none waits while later ones
 /// go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
+pub enum Turn {
     /// Call now (a slot was taken).
     Now,
     /// A slot was taken for the caller this far ahead: call then, without asking again.
@@ -41,7 +41,7 @@ pub enum Slot {
     Beyond(Duration),
 }
 
-impl Slot {
+impl Turn {
     /// From a pacer step's answer: a slot taken (`go`) and the wait.
     pub(crate) fn of(go: bool, wait: Duration) -> Self {
         match (go, wait.is_zero()) {
@@ -157,7 +157,7 @@ impl Adaptive {
     /// Takes the next free slot of `scope` when it is at most `within` away (now, or
     /// reserved for the caller, who calls then without asking again), else says how far it
     /// is and takes nothing. Callers are served in the order they asked.
-    pub fn reserve(&self, scope: &str, within: Duration) -> Slot {
+    pub fn reserve(&self, scope: &str, within: Duration) -> Turn {
         self.with_scope(scope, |s, now| {
             let slot = now.max(s.next).max(s.paused_until);
             let wait = Duration::from_micros(slot - now);
@@ -166,10 +166,10 @@ impl Adaptive {
                 let interval = (1_000_000.0 / s.rate).ceil() as u64;
                 s.next = slot.saturating_add(interval.max(1));
             }
-            Slot::of(take, wait)
+            Turn::of(take, wait)
         })
         // Fails open.
-        .unwrap_or(Slot::Now)
+        .unwrap_or(Turn::Now)
     }
 
     /// The remote side accepted a call: a period of these adds one step.

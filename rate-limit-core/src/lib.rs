@@ -95,7 +95,7 @@ pub mod top;
 /// Pacing calls to someone else's limits: a local AIMD pacer ([`Adaptive`](pace::Adaptive))
 /// and one shared by every worker through a store ([`SharedPacer`](pace::SharedPacer)).
 pub mod pace {
-    pub use crate::adaptive::{Adaptive, Pace, Slot};
+    pub use crate::adaptive::{Adaptive, Pace, Turn};
     pub use crate::limit::Aimd;
     pub use crate::pacer::SharedPacer;
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::adaptive::{Adaptive, Pace, Slot};
+use crate::adaptive::{Adaptive, Pace, Turn};
 use crate::error::ConfigError;
 use crate::limit::Aimd;
 use crate::name::validate_name;
@@ -183,7 +183,7 @@ impl SharedPacer {
     /// call. Callers of every worker are served in the order the store saw them (a slot
     /// reserved and then not used is lost to the pace, not given to another). A reservation
     /// reaches an hour ahead at most.
-    pub async fn reserve(&self, scope: &str, within: Duration) -> Slot {
+    pub async fn reserve(&self, scope: &str, within: Duration) -> Turn {
         if let Some(slot) = self.local(scope, |p| p.reserve(scope, within)) {
             return slot;
         }
@@ -191,10 +191,10 @@ impl SharedPacer {
             within: micros(within),
         };
         match self.call(scope, op).await {
-            Some(r) => Slot::of(r.go, Duration::from_micros(r.wait_us)),
+            Some(r) => Turn::of(r.go, Duration::from_micros(r.wait_us)),
             None => self
                 .local(scope, |p| p.reserve(scope, within))
-                .unwrap_or(Slot::Now),
+                .unwrap_or(Turn::Now),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ratekeeper_core::clock::Clock;
-use ratekeeper_core::pace::{Aimd, Pace, SharedPacer, Slot};
+use ratekeeper_core::pace::{Aimd, Pace, SharedPacer, Turn};
 use ratekeeper_core::{AnyStore, Chain, Limit, MemoryStore, Principal};
 use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
@@ -151,9 +151,9 @@ async fn reservations(store: AnyStore) {
         let slot = workers[k % 3].reserve("example.org", within).await;
         let answered = Instant::now();
         let wait = match slot {
-            Slot::Now => Duration::ZERO,
-            Slot::After(d) => d,
-            Slot::Beyond(d) => panic!("slot {k} beyond {within:?}: {d:?}"),
+            Turn::Now => Duration::ZERO,
+            Turn::After(d) => d,
+            Turn::Beyond(d) => panic!("slot {k} beyond {within:?}: {d:?}"),
         };
         slots.push((asked + wait, answered + wait));
     }
@@ -166,7 +166,7 @@ async fn reservations(store: AnyStore) {
     // The next free slot is 450 ms on from the first: past a bound of 1 ms nothing is
     // taken, and the next caller within its bound gets that same slot.
     let asked = Instant::now();
-    let Slot::Beyond(d) = workers[0]
+    let Turn::Beyond(d) = workers[0]
         .reserve("example.org", Duration::from_millis(1))
         .await
     else {
@@ -174,7 +174,7 @@ async fn reservations(store: AnyStore) {
     };
     assert!(asked + d >= slots[8].0 + interval - tolerance, "{d:?}");
     let asked = Instant::now();
-    let Slot::After(again) = workers[1].reserve("example.org", within).await else {
+    let Turn::After(again) = workers[1].reserve("example.org", within).await else {
         panic!("no slot within the bound");
     };
     let answered = Instant::now();

@@ -67,7 +67,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use http::{Extensions, HeaderMap, Method, Request, Response, StatusCode, Uri};
-use ratekeeper_core::pace::{SharedPacer, Slot};
+use ratekeeper_core::pace::{SharedPacer, Turn};
 use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -370,8 +370,8 @@ impl Pacing {
                 within = within.min(dl.saturating_duration_since(now));
             }
             match self.pacer.reserve(scope, within).await {
-                Slot::Now => return Ok(()),
-                Slot::After(d) => {
+                Turn::Now => return Ok(()),
+                Turn::After(d) => {
                     tokio::time::sleep(d).await;
                     let woke = Instant::now();
                     let paused = self.note(scope, |n| n.paused_until.is_some_and(|p| p > woke));
@@ -379,7 +379,7 @@ impl Pacing {
                         return Ok(());
                     }
                 }
-                Slot::Beyond(d) => {
+                Turn::Beyond(d) => {
                     // The memory pacer answers without suspending: a caller that asks again
                     // at once must still leave the worker thread to the other tasks.
                     tokio::task::yield_now().await;
