@@ -108,3 +108,66 @@ async fn a_computed_cost_of_zero_counts_as_one() {
     }
     assert_eq!(answered, [200, 200, 200, 429, 429]);
 }
+
+/// How a body's size is charged when the head does not give it, over TCP (1 024 a minute
+/// per user, charged by the declared KiB, 1 024 when unknown): an empty reqwest `POST`
+/// (HTTP/1.1, no `content-length`, no `transfer-encoding`: an empty body) costs 1; a
+/// chunked one costs the fallback; an empty HTTP/2 `POST` from reqwest (hyper's client
+/// writes `content-length: 0` for a body it knows is empty) costs 1.
+#[tokio::test]
+async fn an_empty_a_chunked_and_an_http2_post_are_charged_as_the_guide_says() {
+    let read = Arc::new(AtomicUsize::new(0));
+    let server = Server::start(uploads(AnyStore::Memory(MemoryStore::new()), read))
+        .await
+        .unwrap();
+    let remaining = |r: &reqwest::Response| -> u64 {
+        assert_eq!(r.status(), 200);
+        r.headers()["ratelimit-remaining"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    // Empty, HTTP/1.1: reqwest writes neither length header.
+    let r = client()
+        .post(server.url("/upload"))
+        .header("x-user", "empty")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.version(), reqwest::Version::HTTP_11);
+    assert_eq!(remaining(&r), 1_023, "an empty POST costs 1");
+    // Chunked: the length is unknown until the body is read: the fallback.
+    let mut s = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let req = "POST /upload HTTP/1.1\r\nHost: x\r\nx-user: chunked\r\n\
+               Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n";
+    tokio::io::AsyncWriteExt::write_all(&mut s, req.as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut s, &mut answer)
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("ratelimit-remaining: 0\r\n"),
+        "a chunked POST costs the fallback: {answer}"
+    );
+    // HTTP/2 (prior knowledge), empty.
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let r = h2
+        .post(server.url("/upload"))
+        .header("x-user", "h2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.version(), reqwest::Version::HTTP_2);
+    let h2_left = remaining(&r);
+    println!("an empty HTTP/2 POST: {} left of 1024", h2_left);
+    assert_eq!(h2_left, 1_023, "hyper declares the empty body's length");
+}
