@@ -74,8 +74,8 @@ impl HandlerLimiter {
     /// return; over this cap, or from a source already waiting in a full line of its
     /// principal, they answer 429 at once and give the units back. See [`Holding`].
     #[must_use]
-    pub fn max_held(mut self, n: usize) -> Self {
-        self.holding = Holding::new(n);
+    pub fn max_held(mut self, n: u64) -> Self {
+        self.holding = Holding::new(usize::try_from(n).unwrap_or(usize::MAX));
         self
     }
 

@@ -200,7 +200,8 @@ impl RateLimitLayer {
     /// time per principal, with a `Server-Timing: rate-limit-hold;dur=<ms>` header; over
     /// this cap, or from a source already waiting in a full line of its principal, they
     /// are answered 429 at once and their units given back. See [`Holding`].
-    pub fn max_held(self, n: usize) -> Self {
+    pub fn max_held(self, n: u64) -> Self {
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
         self.edit(|s| s.holding = Holding::new(n))
     }
 

@@ -121,8 +121,8 @@ impl Refusal {
     }
 
     /// Every slot of the in-flight limit `name` (of `max`) is held.
-    pub fn in_flight(name: Arc<str>, max: u32, retry_after: Duration) -> Self {
-        let info = RateLimitInfo::refused_in_flight(name, u64::from(max), retry_after);
+    pub fn in_flight(name: Arc<str>, max: u64, retry_after: Duration) -> Self {
+        let info = RateLimitInfo::refused_in_flight(name, max, retry_after);
         let denied = info.headline().clone();
         let what = (RefusalKind::InFlight, "in_flight.full", IN_FLIGHT);
         Self::by_limit(what, denied, info)

@@ -180,7 +180,7 @@ impl Shared {
     pub(crate) fn in_flight_refusal(
         &self,
         j: usize,
-        max: u32,
+        max: u64,
         retry_after: std::time::Duration,
     ) -> Refusal {
         if let Some(m) = self.meters.in_flight.get(j) {
@@ -227,7 +227,7 @@ impl Shared {
                 .iter()
                 .find(|r| r.limit.name() == limit.name());
             let name = rule.map_or_else(|| Arc::from(limit.name()), |r| Arc::clone(&r.name));
-            let max = u64::from(limit.max());
+            let max = limit.max();
             let status = headers::LimitStatus::concurrent(
                 name,
                 max,

@@ -23,7 +23,7 @@ const STATE_EVERY: Duration = Duration::from_secs(10);
 
 /// Sockets open at once from one client IP: a room of 100 phones behind one address, each
 /// with a socket and room to reconnect.
-const SOCKETS_PER_IP: u32 = 200;
+const SOCKETS_PER_IP: u64 = 200;
 
 /// The socket's limits: 120 messages a minute per participant close the socket (1008, a
 /// client ignoring its refusals); the answer budgets shared with the `POST`, both keys (30

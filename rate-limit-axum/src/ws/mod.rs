@@ -255,7 +255,7 @@ pub struct SocketLimiter {
     /// Derived from the rules when one is added: the chain's mode and the strictest policy.
     mode: ChainMode,
     policy: FailurePolicy,
-    ceiling: Option<(u32, Duration)>,
+    ceiling: Option<(u64, Duration)>,
     connections: Option<InFlight>,
     connections_by: Arc<[KeyedCap]>,
     max_message: usize,
@@ -307,7 +307,7 @@ impl SocketLimiter {
 
     /// At most `messages` data messages per `per` on one connection, counted in the
     /// connection (no store): the next one closes it with 1008. `ws.ceiling_invalid` for 0.
-    pub fn connection_ceiling(mut self, messages: u32, per: Duration) -> Result<Self, ConfigError> {
+    pub fn connection_ceiling(mut self, messages: u64, per: Duration) -> Result<Self, ConfigError> {
         if messages == 0 || per.is_zero() {
             return Err(ConfigError::new(
                 ConfigErrorKind::SocketInvalid,

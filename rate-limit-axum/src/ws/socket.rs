@@ -103,7 +103,7 @@ pub struct LimitedSocket {
     principals: Vec<Principal>,
     _slots: Vec<Slot>,
     /// The connection ceiling's window: its start and the messages in it.
-    window: Option<(Instant, u32)>,
+    window: Option<(Instant, u64)>,
     /// When the client last sent a frame, and whether a ping went out since.
     seen: Instant,
     pinged: bool,

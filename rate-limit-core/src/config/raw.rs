@@ -21,7 +21,7 @@ pub(super) struct RawFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawInFlight {
-    pub(super) max: u32,
+    pub(super) max: u64,
     pub(super) ttl: String,
 }
 
@@ -33,7 +33,7 @@ pub(super) struct RawDelay {
     pub(super) first: String,
     pub(super) max: String,
     pub(super) growth: Option<String>,
-    pub(super) max_held: Option<u32>,
+    pub(super) max_held: Option<u64>,
 }
 
 /// `[access]`: allow and deny lists of CIDRs and IP addresses.

@@ -96,14 +96,15 @@ impl Delay {
     /// A line of `n` held requests of one principal (1 to 1 000) is full: past it, a request
     /// from a source already in the line is refused at once with 429; one from any other
     /// source still joins (see [`Holding`](crate::limiter::Holding)).
-    pub fn max_held(mut self, n: u32) -> Result<Self, ConfigError> {
-        if n == 0 || n > 1_000 {
+    pub fn max_held(mut self, n: u64) -> Result<Self, ConfigError> {
+        let held = u32::try_from(n).ok().filter(|n| (1..=1_000).contains(n));
+        let Some(n) = held else {
             return Err(ConfigError::new(
                 ConfigErrorKind::DelayInvalid,
                 "delay.max_held",
                 format!("must be between 1 and 1000, got {n}"),
             ));
-        }
+        };
         self.max_held = n;
         Ok(self)
     }
@@ -129,8 +130,8 @@ impl Delay {
     }
 
     /// How many held requests of one principal make its line full.
-    pub fn held_at_most(&self) -> u32 {
-        self.max_held
+    pub fn held_at_most(&self) -> u64 {
+        u64::from(self.max_held)
     }
 
     /// The delay of a request that makes `count` units used in its window.

@@ -39,7 +39,7 @@ pub struct InFlight {
 
 struct Def {
     name: Box<str>,
-    max: u32,
+    max: u64,
     ttl: Duration,
 }
 
@@ -63,7 +63,7 @@ impl InFlight {
     /// ([`InFlight::MIN_TTL`] to [`InFlight::MAX_TTL`]) and renewed while held.
     ///
     /// `limit.name_invalid` for a bad name; `limit.in_flight_invalid` otherwise.
-    pub fn new(name: &str, max: u32, ttl: Duration) -> Result<Self, ConfigError> {
+    pub fn new(name: &str, max: u64, ttl: Duration) -> Result<Self, ConfigError> {
         validate_name(name)?;
         let invalid = |field, detail: String| {
             Err(ConfigError::new(
@@ -96,7 +96,7 @@ impl InFlight {
     }
 
     /// The most requests of one principal in flight at once.
-    pub fn max(&self) -> u32 {
+    pub fn max(&self) -> u64 {
         self.inner.max
     }
 

@@ -43,8 +43,8 @@ impl<S: Store> LimiterBuilder<S> {
     }
 
     /// Retries for calls that surely did not run (default 2).
-    pub fn retries(mut self, retries: u32) -> Self {
-        self.retries = retries;
+    pub fn retries(mut self, retries: u64) -> Self {
+        self.retries = u32::try_from(retries).unwrap_or(u32::MAX);
         self
     }
 

@@ -117,6 +117,7 @@ impl Holding {
             return answer;
         };
         let at_most = check.key().limit().delay().map_or(1, |d| d.held_at_most());
+        let at_most = u32::try_from(at_most).unwrap_or(u32::MAX);
         let source = source(chain, i);
         let entered = tokio::time::Instant::now();
         let place = match self

@@ -131,7 +131,7 @@ pub enum SlotAnswer {
     /// Every slot is held: refuse (429).
     Full {
         /// The most in flight.
-        max: u32,
+        max: u64,
         /// An estimate of when one is free (see [`Taken::retry_after`]).
         retry_after: Duration,
     },

@@ -126,7 +126,7 @@ impl Slots for MemoryStore {
         let mut slots = self.slots();
         let held = slots.entry(key.local_name()).or_default();
         held.retain(|&(_, end)| end > now);
-        let max = key.in_flight().max() as usize;
+        let max = usize::try_from(key.in_flight().max()).unwrap_or(usize::MAX);
         if held.len() < max {
             held.push((id, end));
             let in_use = u32::try_from(held.len()).unwrap_or(u32::MAX);

@@ -38,7 +38,7 @@ impl RedisStore {
     async fn slot_call(&self, key: &SlotKey, op: u64, id: u64) -> Result<Value, StoreError> {
         let keys = [self.slot_key(key)];
         let ttl = u64::try_from(key.in_flight().ttl().as_millis()).unwrap_or(u64::MAX);
-        let args = [op, id, u64::from(key.in_flight().max()), ttl];
+        let args = [op, id, key.in_flight().max(), ttl];
         let inv = Invocation {
             script: &self.inner.slots,
             code: SLOTS_LUA,
