@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::http::request::Parts;
 use axum::http::uri::Authority;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -245,4 +245,22 @@ pub(super) fn same_origin(parts: &Parts) -> bool {
         }),
         _ => false,
     }
+}
+
+/// Whether the client's address was locked out when its request reached the gate, and for
+/// how long yet (for the sign-in form, whose token is in its body).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Locked(pub(super) Option<Duration>);
+
+pub(super) fn locked_out(wait: Duration) -> Response {
+    let mut r = error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "admin.locked_out",
+        "Too many failed sign-ins from this address; try again later.",
+    );
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
 }

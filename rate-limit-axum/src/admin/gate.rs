@@ -6,22 +6,25 @@
 //!
 //! Failed authentications (a wrong bearer token, a wrong token on the sign-in form) are
 //! counted per client IP in a memory store of the admin's own, with this crate's limits:
-//! [`FAILURES_PER_MINUTE`] a minute, then the address is banned for [`LOCKOUT`]. The
-//! check comes before the token compare and costs no store call; another address (the
-//! operator's) is never affected.
+//! [`FAILURES_PER_MINUTE`] a minute, then the address is locked out for [`LOCKOUT`]. A
+//! lockout refuses *failures* (429 `admin.locked_out`, uncounted), never the right token
+//! or a live session: a whole pub behind one address, where any player can lock the
+//! address out, never locks the host out. Guessing stays hopeless: the admin takes only
+//! tokens of 32 bytes or more, so even at the full request rate a guess is worth nothing.
+//! Another address (the operator's) is never affected.
 
 use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use ratekeeper_core::{Chain, ConfigError, Limit, MemoryStore, Principal, Store};
 use ratekeeper_tower::extract::ClientIp;
 
 use super::Admin;
-use super::auth::{Client, cookie, error, same_origin};
+use super::auth::{Client, Locked, cookie, locked_out, same_origin};
 use super::page;
 
 /// Failed authentications one client IP may make in a minute.
@@ -140,11 +143,23 @@ pub(super) async fn gate(State(a): State<Admin>, req: Request, next: Next) -> Re
     let (mut parts, body) = req.into_parts();
     let guard = &a.inner.guard;
     let who = guard.who(&parts);
-    if let Some(wait) = guard.locked_out(&who).await {
-        return locked_out(wait);
-    }
+    let lock = guard.locked_out(&who).await;
     let h = &parts.headers;
     let route = route(&a, &parts);
+    // During a lockout, what presents a wrong token is refused uncounted; the right token,
+    // a live session, and pages that carry no token (the sign-in page, signing out) pass.
+    // The sign-in form's token is in its body: its handler answers a failure with 429.
+    if let Some(wait) = lock {
+        let guess = match route {
+            Route::Api => a.bearer(h).is_err(),
+            Route::Page => h.contains_key(header::AUTHORIZATION) && a.bearer(h).is_err(),
+            Route::Login | Route::Logout | Route::Form => false,
+        };
+        if guess {
+            return locked_out(wait);
+        }
+    }
+    parts.extensions.insert(Locked(lock));
     match route {
         Route::Api => {
             if let Err(unauthorized) = a.bearer(h) {
@@ -169,17 +184,4 @@ pub(super) async fn gate(State(a): State<Admin>, req: Request, next: Next) -> Re
     }
     parts.extensions.insert(Client(who));
     next.run(Request::from_parts(parts, body)).await
-}
-
-fn locked_out(wait: Duration) -> Response {
-    let mut r = error(
-        StatusCode::TOO_MANY_REQUESTS,
-        "admin.locked_out",
-        "Too many failed sign-ins from this address; try again later.",
-    );
-    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-        r.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    r
 }

@@ -13,7 +13,9 @@ use serde::Deserialize;
 
 use super::Admin;
 use super::api::bans_json;
-use super::auth::{COOKIE, Caller, Client, Role, SESSION, Session, audit, cookie, same};
+use super::auth::{
+    COOKIE, Caller, Client, Locked, Role, SESSION, Session, audit, cookie, locked_out, same,
+};
 use super::views::{fleet_line, hitters_section};
 
 /// `&`, `<`, `>`, `"` and `'` escaped.
@@ -248,14 +250,19 @@ pub(super) fn forbidden(why: &str) -> Response {
     )
 }
 
-/// The sign-in form: the gate checked the `Origin` and that the client is not locked out;
-/// a wrong token counts against the client's address.
+/// The sign-in form: the gate checked the `Origin`; a wrong token counts against the
+/// client's address, or while it is locked out is answered 429 (uncounted). The right
+/// token signs in, locked out or not.
 pub(super) async fn login(
     State(a): State<Admin>,
     Extension(Client(who)): Extension<Client>,
+    Extension(Locked(lock)): Extension<Locked>,
     Form(f): Form<Login>,
 ) -> Response {
     let Some(caller) = a.token_for(f.token.trim().as_bytes()) else {
+        if let Some(wait) = lock {
+            return locked_out(wait);
+        }
         a.inner.guard.failed(&who).await;
         return login_page(&a, StatusCode::UNAUTHORIZED, "That token is not valid.");
     };
