@@ -2,6 +2,7 @@
 //! three-master Cluster) that this process starts on free ports and kills on drop. It never
 //! touches a server it did not start.
 
+pub mod net;
 pub mod redis;
 pub mod tls;
 

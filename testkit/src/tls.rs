@@ -29,7 +29,7 @@ impl TestCerts {
         let dir = std::env::temp_dir().join(format!(
             "rate-limit-certs-{}-{name}-{}",
             std::process::id(),
-            crate::redis::free_port()
+            crate::net::free_port()
         ));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");

@@ -86,6 +86,7 @@
 mod api;
 mod auth;
 mod gate;
+mod html;
 mod page;
 mod shared;
 mod views;

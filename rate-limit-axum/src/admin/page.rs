@@ -16,23 +16,8 @@ use super::api::bans_json;
 use super::auth::{
     COOKIE, Caller, Client, Locked, Role, SESSION, Session, audit, cookie, locked_out, same,
 };
+use super::html::esc;
 use super::views::{fleet_line, hitters_section};
-
-/// `&`, `<`, `>`, `"` and `'` escaped.
-pub(super) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 const STYLE: &str = "body{font:15px system-ui,sans-serif;margin:2em;max-width:70em}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}\

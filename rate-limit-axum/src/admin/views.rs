@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::Admin;
-use super::page::esc;
+use super::html::esc;
 
 /// The fleet state this instance applied: a straggler shows an older version than the
 /// others, or an error.
