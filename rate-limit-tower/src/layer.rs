@@ -247,3 +247,11 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimit::new(inner, Arc::clone(&self.shared))
     }
 }
+
+impl<S> RateLimit<S> {
+    /// A layer counting through `limiter` (see [`RateLimitLayer::new`]), as tower-http's
+    /// services offer.
+    pub fn layer(limiter: Limiter) -> RateLimitLayer {
+        RateLimitLayer::new(limiter)
+    }
+}

@@ -44,12 +44,6 @@ impl<S> RateLimit<S> {
     pub fn into_inner(self) -> S {
         self.inner
     }
-
-    /// A layer counting through `limiter` (see
-    /// [`RateLimitLayer::new`](crate::RateLimitLayer::new)), as tower-http's services offer.
-    pub fn layer(limiter: ratekeeper_core::Limiter) -> crate::RateLimitLayer {
-        crate::RateLimitLayer::new(limiter)
-    }
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S>
