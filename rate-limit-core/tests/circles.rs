@@ -52,28 +52,7 @@ fn graph(root: &Path) -> Graph {
             .map(|m| m[folder.len()].clone())
             .collect()
     };
-    // Names the crate root re-exports → the top-level module that defines them.
-    let mut root_names = BTreeMap::new();
-    for root_file in ["lib.rs", "main.rs"] {
-        let Some(text) = files.get(root_file) else {
-            continue;
-        };
-        let mut rest = text.as_str();
-        while let Some(at) = rest.find("pub use ") {
-            rest = &rest[at + "pub use ".len()..];
-            let stmt = &rest[..rest.find(';').unwrap_or(rest.len())];
-            let stmt = stmt.strip_prefix("crate::").unwrap_or(stmt);
-            let module: String = stmt
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            for name in stmt.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-                if !name.is_empty() && name != module {
-                    root_names.entry(name.to_owned()).or_insert(module.clone());
-                }
-            }
-        }
-    }
+    let root_names = root_names(&files);
     let top = siblings(&[]);
     let resolve = |word: &str| -> Option<String> {
         if top.contains(word) {
@@ -125,6 +104,32 @@ fn graph(root: &Path) -> Graph {
         }
     }
     edges
+}
+
+/// Names the crate root re-exports → the top-level module that defines them.
+fn root_names(files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut root_names = BTreeMap::new();
+    for root_file in ["lib.rs", "main.rs"] {
+        let Some(text) = files.get(root_file) else {
+            continue;
+        };
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("pub use ") {
+            rest = &rest[at + "pub use ".len()..];
+            let stmt = &rest[..rest.find(';').unwrap_or(rest.len())];
+            let stmt = stmt.strip_prefix("crate::").unwrap_or(stmt);
+            let module: String = stmt
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            for name in stmt.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+                if !name.is_empty() && name != module {
+                    root_names.entry(name.to_owned()).or_insert(module.clone());
+                }
+            }
+        }
+    }
+    root_names
 }
 
 /// Each circle, as `folder: a -> b -> a`.
