@@ -260,13 +260,7 @@ impl Answering {
             _ => self.responder.respond(&refusal),
         };
         let h = resp.headers_mut();
-        if let Some(info) = refusal.info() {
-            // A response of our own: nothing to replace, and the policy as last rendered.
-            info.write_fresh(self.style, h, &self.policy);
-        }
-        if let Some(secs) = refusal.retry_after_secs() {
-            h.insert(RETRY_AFTER, headers::retry_after(secs));
-        }
+        self.write_limit_fields(&refusal, h);
         if let Some(challenge) = refusal.challenge() {
             h.insert(WWW_AUTHENTICATE, challenge.clone());
         }
@@ -277,6 +271,26 @@ impl Answering {
             resp.extensions_mut().insert(info);
         }
         resp
+    }
+
+    /// The fields an answer to `refusal` carries about its limits, as
+    /// [`respond`](Self::respond) writes them: `Retry-After` and the `RateLimit*` fields of
+    /// the configured style. For a refusal told another way than HTTP (a WebSocket's
+    /// notice), with the same names and values.
+    pub fn limit_fields(&self, refusal: &Refusal) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        self.write_limit_fields(refusal, &mut h);
+        h
+    }
+
+    fn write_limit_fields(&self, refusal: &Refusal, h: &mut HeaderMap) {
+        if let Some(info) = refusal.info() {
+            // A response of our own: nothing to replace, and the policy as last rendered.
+            info.write_fresh(self.style, h, &self.policy);
+        }
+        if let Some(secs) = refusal.retry_after_secs() {
+            h.insert(RETRY_AFTER, headers::retry_after(secs));
+        }
     }
 
     /// Writes `info` as headers of the configured style (and nothing else).

@@ -2,7 +2,7 @@
 //! when a test panics). Never touches a server the tests did not start.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -330,7 +330,9 @@ impl Drop for RedisServer {
 
 /// A Redis store pointed at a port nobody listens on: Redis "down".
 pub fn down_store() -> ratekeeper_core::AnyStore {
-    let url = format!("redis://127.0.0.1:{}/", free_port());
+    // Port 1 (tcpmux), which nothing here listens on: a port that is merely free now can be
+    // taken a moment later by a server another test starts, and the store is then up.
+    let url = "redis://127.0.0.1:1/";
     ratekeeper_core::AnyStore::Redis(
         ratekeeper_core::RedisStore::builder(url)
             .build()

@@ -269,7 +269,7 @@ impl LimitedSocket {
                 } else if refusing.is_some_and(|i| self.limiter.rules[i].closes) {
                     Check::Close(Closed::Ceiling)
                 } else {
-                    Check::Drop(notice::render(answering, refusal))
+                    Check::Drop(notice::render(answering, &refusal))
                 }
             }
         }
