@@ -3,19 +3,19 @@
 //! | guide | crate |
 //! |---|---|
 //! | [`getting_started`]: a limited axum service, per client and per player, then on Redis | here |
-//! | [`keys`](ratekeeper_tower::guide::keys): the client IP behind proxies, IPv6, API keys and hashing | tower |
-//! | [`limits`](ratekeeper_core::guide::limits): algorithms, chains, budgets, the shared pacer | core |
-//! | [`costs`](ratekeeper_tower::guide::costs): a weight or a size per request, counting only failures | tower |
-//! | [`stores`](ratekeeper_core::guide::stores): memory, Redis, Cluster, Sentinel, TLS, ACL, the check at start | core |
-//! | [`failure`](ratekeeper_tower::guide::failure): what each rule does when the store is down | tower |
-//! | [`answers`](ratekeeper_tower::guide::answers): headers, browsers, problem details, gRPC | tower |
-//! | [`controls`](ratekeeper_tower::guide::controls): delays, in-flight limits, bans, allow and deny lists | tower |
-//! | [`metrics`](ratekeeper_tower::guide::metrics): series, the decision's span, logs | tower |
-//! | [`client`](ratekeeper_tower::guide::client): pacing calls to an upstream by what it says, one pace for a fleet | tower |
+//! | [`keys`](crate::tower::guide::keys): the client IP behind proxies, IPv6, API keys and hashing | tower |
+//! | [`limits`](crate::core::guide::limits): algorithms, chains, budgets, the shared pacer | core |
+//! | [`costs`](crate::tower::guide::costs): a weight or a size per request, counting only failures | tower |
+//! | [`stores`](crate::core::guide::stores): memory, Redis, Cluster, Sentinel, TLS, ACL, the check at start | core |
+//! | [`failure`](crate::tower::guide::failure): what each rule does when the store is down | tower |
+//! | [`answers`](crate::tower::guide::answers): headers, browsers, problem details, gRPC | tower |
+//! | [`controls`](crate::tower::guide::controls): delays, in-flight limits, bans, allow and deny lists | tower |
+//! | [`metrics`](crate::tower::guide::metrics): series, the decision's span, logs | tower |
+//! | [`client`](crate::tower::guide::client): pacing calls to an upstream by what it says, one pace for a fleet | tower |
 //! | [`admin`]: the admin API and page, heavy hitters | here |
 //! | `ratekeeper_axum::ws` (feature `ws`): limits inside a WebSocket, each message checked, graded answers | here |
-//! | [`operating`](ratekeeper_core::guide::operating): what a freeze, a failover, a full memory cost | core |
-//! | [`store_contract`](ratekeeper_core::guide::store_contract): the Redis store's keys, scripts and costs | core |
+//! | [`operating`](crate::core::guide::operating): what a freeze, a failover, a full memory cost | core |
+//! | [`store_contract`](crate::core::guide::store_contract): the Redis store's keys, scripts and costs | core |
 
 #[doc = include_str!("../docs/getting-started.md")]
 pub mod getting_started {}

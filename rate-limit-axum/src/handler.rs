@@ -16,7 +16,7 @@ use ratekeeper_tower::{Answering, RateLimitInfo, Refusal, Verdict};
 /// ```
 /// use axum::{Json, Router, extract::State, routing::post};
 /// use ratekeeper_axum::{Admitted, HandlerLimiter, Refused};
-/// use ratekeeper_core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
+/// use ratekeeper_axum::core::{AnyStore, Chain, FailurePolicy, Limit, Limiter, MemoryStore, Principal, PrincipalKind};
 /// use std::time::Duration;
 ///
 /// #[derive(Clone)]
@@ -37,7 +37,7 @@ use ratekeeper_tower::{Answering, RateLimitInfo, Refusal, Verdict};
 ///     Ok((admitted, "welcome"))
 /// }
 ///
-/// # fn main() -> Result<(), ratekeeper_core::ConfigError> {
+/// # fn main() -> Result<(), ratekeeper_axum::core::ConfigError> {
 /// let app = App {
 ///     limiter: HandlerLimiter::new(Limiter::new(MemoryStore::new())),
 ///     per_account: Limit::sliding_log("sign-in-account", 5, Duration::from_secs(900))?,
@@ -67,9 +67,9 @@ impl HandlerLimiter {
     }
 
     /// At most `n` requests held at once by this limiter and its clones (default
-    /// [`default_max_held`](ratekeeper_core::limiter::default_max_held): a quarter of the process's
+    /// [`default_max_held`](crate::core::limiter::default_max_held): a quarter of the process's
     /// open-file limit),
-    /// for limits made with [`Limit::delayed`](ratekeeper_core::Limit::delayed): the
+    /// for limits made with [`Limit::delayed`](crate::core::Limit::delayed): the
     /// checks below wait out a request's delay, one at a time per principal, before they
     /// return; over this cap, or from a source already waiting in a full line of its
     /// principal, they answer 429 at once and give the units back. See [`Holding`].
@@ -135,7 +135,7 @@ impl HandlerLimiter {
     /// Checks `chain` and keeps what it charged as a reservation, for a handler that counts
     /// by outcome: [`Reserved::keep`] when the outcome counts (a wrong password),
     /// [`Reserved::give_back`] when it does not (the right one). See
-    /// [`Reservation`](ratekeeper_core::limiter::Reservation) for the race-freedom this buys and its
+    /// [`Reservation`](crate::core::limiter::Reservation) for the race-freedom this buys and its
     /// consequences. A [`Reserved`] dropped unsettled keeps its units counted.
     pub async fn reserve(
         &self,
@@ -188,7 +188,7 @@ impl HandlerLimiter {
         Refused(resp.map(axum::body::Body::from))
     }
 
-    /// Takes a slot of an in-flight limit ([`InFlight`](ratekeeper_core::InFlight)) for
+    /// Takes a slot of an in-flight limit ([`InFlight`](crate::core::InFlight)) for
     /// work done inside the handler: hold the [`Slot`] while the work runs (it is released
     /// when dropped; move it into a streaming body to hold it until the body is sent). `Err`
     /// is the 429 (with a `Retry-After` estimate and `qu="concurrent-requests"`), or the 503

@@ -26,12 +26,12 @@
 //! ```
 //! use axum::{Router, routing::{get, post}};
 //! use ratekeeper_axum::{PathParam, client_ip};
-//! use ratekeeper_core::{FailurePolicy, Limit, PrincipalKind};
-//! use ratekeeper_tower::{RateLimitLayer, Rule};
-//! use ratekeeper_tower::extract::HeaderKey;
+//! use ratekeeper_axum::core::{FailurePolicy, Limit, PrincipalKind};
+//! use ratekeeper_axum::tower::{RateLimitLayer, Rule};
+//! use ratekeeper_axum::tower::extract::HeaderKey;
 //! use std::time::Duration;
 //!
-//! # fn main() -> Result<(), ratekeeper_core::ConfigError> {
+//! # fn main() -> Result<(), ratekeeper_axum::core::ConfigError> {
 //! let minute = Duration::from_secs(60);
 //! let guard = RateLimitLayer::in_memory().rule(
 //!     Rule::new(Limit::sliding_window("global-ip", 1_200, minute)?, client_ip())
@@ -91,9 +91,9 @@
 //!
 //! ```
 //! # #[cfg(feature = "redis")]
-//! # fn store() -> Result<(), ratekeeper_core::ConfigError> {
+//! # fn store() -> Result<(), ratekeeper_axum::core::ConfigError> {
 //! use ratekeeper_axum::{Limiter, RateLimitLayer};
-//! use ratekeeper_core::AnyStore;
+//! use ratekeeper_axum::core::AnyStore;
 //!
 //! // REDIS_URL, REDIS_CLUSTER or REDIS_SENTINEL name the store; process memory otherwise.
 //! let limiter = Limiter::new(AnyStore::from_env()?);

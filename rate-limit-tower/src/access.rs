@@ -159,7 +159,7 @@ mod num {
 /// // Later, from an admin endpoint: every clone sees it at its next request.
 /// access.replace(List::parse(&["10.0.0.0/8"])?, List::parse(&["198.51.100.0/24"])?);
 /// # let _ = layer;
-/// # Ok::<(), ratekeeper_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Access {

@@ -83,7 +83,7 @@ impl Ctx {
 /// assert!(Answering::new().redirect_browsers("/slow-down?wait={retry_after}").is_ok());
 /// let err = Answering::new().redirect_browsers("/slow-{retry_after}").unwrap_err();
 /// assert_eq!(err.code(), "answer.redirect_invalid");
-/// # Ok::<(), ratekeeper_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Answering {

@@ -1,7 +1,7 @@
 //! Costs taken from a request's head, before its body is read ([`Rule::cost_from`](crate::Rule::cost_from)).
 //!
 //! ```
-//! use ratekeeper_core::{Limit, PrincipalKind};
+//! use ratekeeper_tower::core::{Limit, PrincipalKind};
 //! use ratekeeper_tower::{RateLimitLayer, Rule, cost};
 //! use ratekeeper_tower::extract::HeaderKey;
 //! use std::time::Duration;
@@ -16,7 +16,7 @@
 //!     .cost_from(|head| cost::body_kib(head).unwrap_or(1_024)),
 //! );
 //! # let _ = uploads;
-//! # Ok::<(), ratekeeper_core::ConfigError>(())
+//! # Ok::<(), ratekeeper_tower::core::ConfigError>(())
 //! ```
 //!
 //! What a client controls: every byte of the head, so a computed cost is only as honest as

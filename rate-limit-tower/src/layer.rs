@@ -18,7 +18,7 @@ use crate::shared::Shared;
 /// Cheap to clone; every clone, and every service it makes, shares the same counters.
 ///
 /// ```
-/// use ratekeeper_core::{FailurePolicy, Limit};
+/// use ratekeeper_tower::core::{FailurePolicy, Limit};
 /// use ratekeeper_tower::{Answering, RateLimitLayer, Rule};
 /// use ratekeeper_tower::extract::ClientIp;
 /// use std::time::Duration;
@@ -31,7 +31,7 @@ use crate::shared::Shared;
 ///     .exempt("/healthz")
 ///     .answering(Answering::new().redirect_browsers("/too-many-requests")?);
 /// # let _ = guard;
-/// # Ok::<(), ratekeeper_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 #[must_use]
@@ -194,9 +194,9 @@ impl RateLimitLayer {
     }
 
     /// At most `n` requests held at once by this layer, all principals together (default
-    /// [`default_max_held`](ratekeeper_core::limiter::default_max_held): a quarter of the process's
+    /// [`default_max_held`](crate::core::limiter::default_max_held): a quarter of the process's
     /// open-file limit, 256 under the common 1 024): requests over a delayed limit's threshold
-    /// ([`Limit::delayed`](ratekeeper_core::Limit::delayed)) wait for their delay, one at a
+    /// ([`Limit::delayed`](crate::core::Limit::delayed)) wait for their delay, one at a
     /// time per principal, with a `Server-Timing: rate-limit-hold;dur=<ms>` header; over
     /// this cap, or from a source already waiting in a full line of its principal, they
     /// are answered 429 at once and their units given back. See [`Holding`].

@@ -33,12 +33,12 @@
 //! `Access-Control-Expose-Headers` and `Vary: Origin` from this layer.
 //!
 //! ```
-//! use ratekeeper_core::{FailurePolicy, Limit, PrincipalKind};
+//! use ratekeeper_tower::core::{FailurePolicy, Limit, PrincipalKind};
 //! use ratekeeper_tower::{RateLimitLayer, Rule};
 //! use ratekeeper_tower::extract::{ClientIp, HeaderKey, KeyExtractorExt};
 //! use std::time::Duration;
 //!
-//! # fn main() -> Result<(), ratekeeper_core::ConfigError> {
+//! # fn main() -> Result<(), ratekeeper_tower::core::ConfigError> {
 //! let answers = RateLimitLayer::in_memory()
 //!     .rule(
 //!         Rule::new(
@@ -90,8 +90,8 @@
 //!
 //! ```
 //! # #[cfg(feature = "redis")]
-//! # fn layer() -> Result<(), ratekeeper_core::ConfigError> {
-//! use ratekeeper_core::{AnyStore, Limit, Limiter, RedisStore};
+//! # fn layer() -> Result<(), ratekeeper_tower::core::ConfigError> {
+//! use ratekeeper_tower::core::{AnyStore, Limit, Limiter, RedisStore};
 //! use ratekeeper_tower::{RateLimitLayer, Rule, extract::ClientIp};
 //! use std::time::Duration;
 //!

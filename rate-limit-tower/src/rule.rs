@@ -12,7 +12,7 @@ use crate::extract::{KeyExtractor, Rejection};
 /// failure policy — written together, where the rule is written.
 ///
 /// ```
-/// use ratekeeper_core::{FailurePolicy, Limit, PrincipalKind};
+/// use ratekeeper_tower::core::{FailurePolicy, Limit, PrincipalKind};
 /// use ratekeeper_tower::Rule;
 /// use ratekeeper_tower::extract::{ClientIp, HeaderKey};
 /// use std::time::Duration;
@@ -29,7 +29,7 @@ use crate::extract::{KeyExtractor, Rejection};
 /// )
 /// .on_store_error(FailurePolicy::Memory);
 /// # let _ = (per_player, guard);
-/// # Ok::<(), ratekeeper_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Rule {
@@ -96,7 +96,7 @@ impl Rule {
     /// out, and is answered with 500 `ban.principal_not_owned`, logged.
     ///
     /// ```
-    /// use ratekeeper_core::Limit;
+    /// use ratekeeper_tower::core::Limit;
     /// use ratekeeper_tower::{BanAnswer, RateLimitLayer, Rule};
     /// use ratekeeper_tower::extract::ClientIp;
     /// use std::time::Duration;
@@ -110,7 +110,7 @@ impl Rule {
     ///     )
     ///     .rule(Rule::new(Limit::sliding_window("per-ip", 100, s(60))?, ClientIp::new()));
     /// # let _ = layer;
-    /// # Ok::<(), ratekeeper_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
     /// ```
     #[must_use]
     pub fn ban_answer(mut self, answer: BanAnswer) -> Self {
@@ -140,7 +140,7 @@ impl Rule {
     ///
     /// ```
     /// use http::Method;
-    /// use ratekeeper_core::Limit;
+    /// use ratekeeper_tower::core::Limit;
     /// use ratekeeper_tower::{RateLimitLayer, Rule};
     /// use ratekeeper_tower::extract::ClientIp;
     /// use std::time::Duration;
@@ -151,7 +151,7 @@ impl Rule {
     ///         .cost_from(|head| if head.method == Method::GET { 1 } else { 5 }),
     /// );
     /// # let _ = api;
-    /// # Ok::<(), ratekeeper_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
     /// ```
     #[must_use]
     pub fn cost_from(
@@ -192,7 +192,7 @@ impl Rule {
     /// unit, until its window ends. The headers report the state with the unit reserved.
     ///
     /// ```
-    /// use ratekeeper_core::{Limit, PrincipalKind};
+    /// use ratekeeper_tower::core::{Limit, PrincipalKind};
     /// use ratekeeper_tower::{CountWhen, RateLimitLayer, Rule};
     /// use ratekeeper_tower::extract::HeaderKey;
     /// use std::time::Duration;
@@ -206,7 +206,7 @@ impl Rule {
     ///     .count_when(CountWhen::failed()),
     /// );
     /// # let _ = exports;
-    /// # Ok::<(), ratekeeper_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
     /// ```
     #[must_use]
     pub fn count_when(mut self, when: CountWhen) -> Self {
@@ -236,7 +236,7 @@ impl Rule {
 /// or dropped (the client left), not when the headers leave.
 ///
 /// ```
-/// use ratekeeper_core::{InFlight, PrincipalKind};
+/// use ratekeeper_tower::core::{InFlight, PrincipalKind};
 /// use ratekeeper_tower::{InFlightRule, RateLimitLayer};
 /// use ratekeeper_tower::extract::HeaderKey;
 /// use std::time::Duration;
@@ -246,7 +246,7 @@ impl Rule {
 ///     HeaderKey::new("x-account".parse().unwrap(), PrincipalKind::User),
 /// ));
 /// # let _ = exports;
-/// # Ok::<(), ratekeeper_core::ConfigError>(())
+/// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct InFlightRule {

@@ -10,6 +10,8 @@ mod readme {
     }
 }
 
+mod doc_paths;
+
 use ratekeeper_tests::{Server, client};
 use reqwest::StatusCode;
 

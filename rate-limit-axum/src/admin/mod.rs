@@ -40,7 +40,7 @@
 //! | `DELETE api/bans/{limit}/{principal}` | lifts a ban |
 //! | `GET api/access` / `PUT api/access` | the allow and deny lists: `{"allow": {"addresses": […], "principals": […]}, "deny": {…}}` |
 //!
-//! A principal is written as it renders ([`Principal::as_str`](ratekeeper_core::Principal::as_str)):
+//! A principal is written as it renders ([`Principal::as_str`](crate::core::Principal::as_str)):
 //! `ip:203.0.113.7`, `p:alice`, and a secret kind by its hash (`k:~3f…`, as the bans and
 //! heavy hitters show it). **With a fleet** ([`AdminBuilder::fleet`]) changes to quotas,
 //! overrides and lists are made for every instance that shares the store, within a second
@@ -203,14 +203,14 @@ impl AdminBuilder {
     }
 
     /// Changes go through `fleet`, for every instance sharing its store (run
-    /// [`Fleet::run`](ratekeeper_core::fleet::Fleet::run) on each): quotas, overrides and
+    /// [`Fleet::run`](crate::core::fleet::Fleet::run) on each): quotas, overrides and
     /// the access lists are written to the store, versioned, and applied by every instance;
     /// resets and lifted bans reach every instance's cache at once; the heavy hitters are
     /// merged over every instance. A change the store cannot take is 503
     /// `admin.store_unavailable` and applied nowhere. Without one, quotas, overrides and
     /// lists change this instance only. `GET /limits` and the page show the version this
     /// instance applied, when, and whether notices arrive; with feature `metrics` so do
-    /// the gauges of [`watch_fleet`](ratekeeper_tower::metrics::watch_fleet).
+    /// the gauges of [`watch_fleet`](crate::tower::metrics::watch_fleet).
     pub fn fleet(mut self, fleet: ratekeeper_core::fleet::Fleet) -> Self {
         self.fleet = Some(fleet);
         self

@@ -80,7 +80,7 @@
 //! ```
 //!
 //! **The refusal message** is a text message, JSON, with the fields of the HTTP answer
-//! (the same [`Answering`](ratekeeper_tower::Answering) renders both):
+//! (the same [`Answering`](crate::tower::Answering) renders both):
 //!
 //! ```json
 //! {"type":"rate_limited","code":"limit.exceeded","limit":"answers","retry_after":12,

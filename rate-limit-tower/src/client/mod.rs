@@ -29,8 +29,8 @@
 //! [`SharedPacer`]).
 //!
 //! ```
-//! use ratekeeper_core::pace::{Aimd, SharedPacer};
-//! use ratekeeper_core::{AnyStore, MemoryStore};
+//! use ratekeeper_tower::core::pace::{Aimd, SharedPacer};
+//! use ratekeeper_tower::core::{AnyStore, MemoryStore};
 //! use ratekeeper_tower::client::PaceLayer;
 //! use std::time::Duration;
 //! use tower::{Service, ServiceBuilder, ServiceExt};

@@ -57,7 +57,7 @@ impl Bearer {
     /// kind of your own. Keys, metrics and the admin page show it.
     ///
     /// ```
-    /// use ratekeeper_core::PrincipalKind;
+    /// use ratekeeper_tower::core::PrincipalKind;
     /// use ratekeeper_tower::extract::Bearer;
     ///
     /// let api_keys = Bearer::new().kind(PrincipalKind::ApiKey);

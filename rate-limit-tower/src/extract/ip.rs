@@ -189,7 +189,7 @@ impl ClientIp {
     /// # let _ = ip;
     /// let err = ClientIp::new().trusted_proxies_parse(&["10.0.0.0/33"]).unwrap_err();
     /// assert_eq!(err.code(), "ip.proxy_invalid");
-    /// # Ok::<(), ratekeeper_core::ConfigError>(())
+    /// # Ok::<(), ratekeeper_tower::core::ConfigError>(())
     /// ```
     pub fn trusted_proxies_parse<S: AsRef<str>>(
         mut self,

@@ -21,7 +21,7 @@
 //! HMAC under your [`HashKey`], which a dictionary cannot reverse.
 //!
 //! ```
-//! use ratekeeper_core::{HashKey, PrincipalKind};
+//! use ratekeeper_tower::core::{HashKey, PrincipalKind};
 //! use ratekeeper_tower::extract::{Bearer, HeaderKey, KeyExtractor};
 //!
 //! let api_key = HeaderKey::new("x-api-key".parse().unwrap(), PrincipalKind::ApiKey);
@@ -34,7 +34,7 @@
 //! let key = HashKey::new(std::env::var("RATE_LIMIT_HASH_KEY").unwrap_or("k".repeat(32)))?;
 //! let user = Bearer::new().keyed(key);
 //! # let _ = user;
-//! # Ok::<(), ratekeeper_core::ConfigError>(())
+//! # Ok::<(), ratekeeper_tower::core::ConfigError>(())
 //! ```
 
 use std::any::Any;

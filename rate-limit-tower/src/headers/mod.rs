@@ -255,7 +255,7 @@ impl RateLimitInfo {
     }
 
     /// How long the request was held before it was answered (a limit made with
-    /// [`Limit::delayed`](ratekeeper_core::Limit::delayed)); zero if it was not. Sent as
+    /// [`Limit::delayed`](crate::core::Limit::delayed)); zero if it was not. Sent as
     /// `Server-Timing: rate-limit-hold;dur=<ms>`.
     pub fn held(&self) -> std::time::Duration {
         self.held

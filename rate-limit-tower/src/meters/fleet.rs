@@ -19,8 +19,8 @@ use ratekeeper_core::fleet::{Applied, Fleet};
 ///
 /// ```no_run
 /// use ratekeeper_tower::metrics::watch_fleet;
-/// use ratekeeper_core::{AnyStore, Limit};
-/// use ratekeeper_core::fleet::Fleet;
+/// use ratekeeper_tower::core::{AnyStore, Limit};
+/// use ratekeeper_tower::core::fleet::Fleet;
 /// use std::time::Duration;
 ///
 /// # fn run(store: AnyStore, poll: Limit) {
