@@ -4,8 +4,9 @@
 //! extractor naming *who* is counted, a cost, and a failure policy — to every request, in
 //! one store call. It answers honestly:
 //!
-//! - **Allowed**: the inner service runs; the response carries the `RateLimit-*` headers of
-//!   the limit closest to exhaustion and the IETF `RateLimit-Policy` / `RateLimit` fields.
+//! - **Allowed**: the inner service runs; the response carries the IETF `RateLimit-Policy`
+//!   / `RateLimit` fields listing every limit of the chain, and the `RateLimit-*` trio of
+//!   the one with the fewest units left.
 //! - **Refused**: `429` with `Retry-After` in whole seconds (never 0) and the same headers,
 //!   JSON `{"error": ..., "code": ...}` by default; or `303` to a friendly page for a
 //!   browser ([`Answering::redirect_browsers`]), a page the layer exempts.

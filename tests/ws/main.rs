@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 mod attacks;
+mod bearer;
 mod keyed;
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;

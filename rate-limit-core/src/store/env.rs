@@ -103,11 +103,16 @@ impl StoreEnv {
     }
 
     /// The store (not connected yet), with `REDIS_CA_CERT` from the process environment.
+    ///
+    /// A Redis store (every variant but [`Memory`](Self::Memory)) must be built inside a
+    /// Tokio runtime, the one that will serve requests (in `#[tokio::main]`, say): outside
+    /// one the answer is `store.no_runtime`. The memory store needs none.
     pub fn build(&self) -> Result<AnyStore, ConfigError> {
         self.build_from(|k| std::env::var(k).ok())
     }
 
-    /// The same, with `REDIS_CA_CERT` from any lookup.
+    /// The same, with `REDIS_CA_CERT` from any lookup (and the same need of a Tokio runtime
+    /// for a Redis store).
     pub fn build_from(
         &self,
         get: impl Fn(&str) -> Option<String>,
@@ -191,7 +196,9 @@ mod redis {
 impl AnyStore {
     /// The store the environment names (see [`StoreEnv`]: `REDIS_URL`, `REDIS_CLUSTER`,
     /// `REDIS_SENTINEL` with `REDIS_SENTINEL_MASTER`, `REDIS_CA_CERT`; none of them: process
-    /// memory). Errors name the variables.
+    /// memory). Errors name the variables. When a variable names Redis, call it inside the
+    /// Tokio runtime that will serve requests (`store.no_runtime` outside one, see
+    /// [`StoreEnv::build`]); the memory store needs none.
     ///
     /// ```
     /// // With none of the variables set, process memory.
