@@ -70,6 +70,25 @@ struct Scope {
     last_decrease: u64,
 }
 
+/// The time between two slots at `rate` calls a second (µs, at least 1).
+fn interval(rate: f64) -> u64 {
+    ((1_000_000.0 / rate).ceil() as u64).max(1)
+}
+
+impl Scope {
+    /// A new rate: slots already taken keep their times, and the next free one is one
+    /// interval of the new rate after the last taken (`pacer.lua` does the same).
+    fn set_rate(&mut self, rate: f64, now: u64) {
+        if self.next > now {
+            self.next = self
+                .next
+                .saturating_sub(interval(self.rate))
+                .saturating_add(interval(rate));
+        }
+        self.rate = rate;
+    }
+}
+
 /// Per-scope AIMD pacers. Cheap to clone; clones share the scopes.
 ///
 /// ```
@@ -163,8 +182,7 @@ impl Adaptive {
             let wait = Duration::from_micros(slot - now);
             let take = wait <= within;
             if take {
-                let interval = (1_000_000.0 / s.rate).ceil() as u64;
-                s.next = slot.saturating_add(interval.max(1));
+                s.next = slot.saturating_add(interval(s.rate));
             }
             Turn::of(take, wait)
         })
@@ -175,9 +193,9 @@ impl Adaptive {
     /// The remote side accepted a call: a period of these adds one step.
     pub fn success(&self, scope: &str) {
         let c = self.config;
-        self.with_scope(scope, |s, _| {
+        self.with_scope(scope, |s, now| {
             let per_period = s.rate * c.period.as_secs_f64();
-            s.rate = (s.rate + c.increase / per_period.max(1.0)).min(c.max);
+            s.set_rate((s.rate + c.increase / per_period.max(1.0)).min(c.max), now);
         });
     }
 
@@ -187,7 +205,7 @@ impl Adaptive {
         let c = self.config;
         self.with_scope(scope, |s, now| {
             if now.saturating_sub(s.last_decrease) >= micros(c.period) || s.last_decrease == 0 {
-                s.rate = (s.rate * c.decrease).max(c.min);
+                s.set_rate((s.rate * c.decrease).max(c.min), now);
                 s.last_decrease = now;
             }
             if let Some(wait) = retry_after {

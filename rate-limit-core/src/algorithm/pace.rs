@@ -44,13 +44,15 @@ pub(crate) fn step(
     } else {
         c.max
     };
+    let iv = |rate: f64| ((1_000_000.0 / rate).ceil() as u64).max(1);
+    // The interval the last slot taken was spaced by.
+    let before = iv(s.rate);
     s.rate = s.rate.clamp(c.min, hi);
     // A corrupt or foreign state never stalls the workers: the next slot is at most the
     // longest reservation and one interval away, a pause at most an hour.
-    let interval = ((1_000_000.0 / s.rate).ceil() as u64).max(1);
     s.next = s
         .next
-        .min(now.saturating_add(MAX_PAUSE_US).saturating_add(interval));
+        .min(now.saturating_add(MAX_PAUSE_US).saturating_add(iv(s.rate)));
     s.paused = s.paused.min(now.saturating_add(MAX_PAUSE_US));
     let period = micros(c.period);
     for _ in 0..call.successes.min(MAX_REPORTED) {
@@ -79,16 +81,22 @@ pub(crate) fn step(
                 s.paused = s.paused.max(now.saturating_add(pause.min(MAX_PAUSE_US)));
             }
         }
-        PaceOp::Acquire { within } => {
-            // The next free slot, taken when it is close enough: callers are served in the
-            // order they asked, each told its own slot.
-            let slot = now.max(s.next).max(s.paused);
-            wait = slot - now;
-            if wait <= within.min(MAX_PAUSE_US) {
-                go = true;
-                let interval = (1_000_000.0 / s.rate).ceil() as u64;
-                s.next = slot.saturating_add(interval.max(1));
-            }
+        PaceOp::Acquire { .. } => {}
+    }
+    // Slots already taken keep their times; the next free one is one interval of the rate
+    // now after the last taken (a rate told higher takes effect from the next slot, not
+    // after the gap the old rate left).
+    if s.next > now {
+        s.next = s.next.saturating_sub(before).saturating_add(iv(s.rate));
+    }
+    if let PaceOp::Acquire { within } = call.op {
+        // The next free slot, taken when it is close enough: callers are served in the
+        // order they asked, each told its own slot.
+        let slot = now.max(s.next).max(s.paused);
+        wait = slot - now;
+        if wait <= within.min(MAX_PAUSE_US) {
+            go = true;
+            s.next = slot.saturating_add(iv(s.rate));
         }
     }
     (s, go, wait)

@@ -43,6 +43,8 @@ if raw then
 end
 local top = hi
 if cap > 0 then top = max(min(cap, hi), lo) end
+-- The interval the last slot taken was spaced by.
+local before = max(ceil(E6 / rate), 1)
 rate = min(max(rate, lo), top)
 -- A corrupt or foreign state never stalls the workers: the next slot is at most the
 -- longest reservation and one interval away, a pause at most an hour.
@@ -75,7 +77,11 @@ elseif op == 3 then
     if last == 0 or now - last >= period then rate = cap else rate = min(rate, cap) end
   end
   if retry > 0 then paused = max(paused, now + min(retry, MAX_PAUSE)) end
-else
+end
+-- Slots already taken keep their times; the next free one is one interval of the rate now
+-- after the last taken (a rate told higher takes effect from the next slot).
+if nxt > now then nxt = nxt - before + max(ceil(E6 / rate), 1) end
+if op == 1 then
   -- The next free slot, taken when it is close enough: callers are served in the order
   -- they asked, each told its own slot.
   local slot = max(now, nxt, paused)
