@@ -8,6 +8,7 @@ mod admin_fleet;
 mod admin_gate;
 mod admin_page;
 mod admin_spray;
+mod rest;
 
 use std::time::Duration;
 
