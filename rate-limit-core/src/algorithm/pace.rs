@@ -48,11 +48,10 @@ pub(crate) fn step(
     // The interval the last slot taken was spaced by.
     let before = iv(s.rate);
     s.rate = s.rate.clamp(c.min, hi);
-    // A corrupt or foreign state never stalls the workers: the next slot is at most the
-    // longest reservation and one interval away, a pause at most an hour.
-    s.next = s
-        .next
-        .min(now.saturating_add(MAX_PAUSE_US).saturating_add(iv(s.rate)));
+    // A corrupt or foreign state never stalls the workers: the next slot and a pause are
+    // at most an hour away (the longest reservation too).
+    let horizon = now.saturating_add(MAX_PAUSE_US);
+    s.next = s.next.min(horizon);
     s.paused = s.paused.min(now.saturating_add(MAX_PAUSE_US));
     let period = micros(c.period);
     for _ in 0..call.successes.min(MAX_REPORTED) {
@@ -87,7 +86,11 @@ pub(crate) fn step(
     // now after the last taken (a rate told higher takes effect from the next slot, not
     // after the gap the old rate left).
     if s.next > now {
-        s.next = s.next.saturating_sub(before).saturating_add(iv(s.rate));
+        s.next = s
+            .next
+            .saturating_sub(before)
+            .saturating_add(iv(s.rate))
+            .min(horizon);
     }
     if let PaceOp::Acquire { within } = call.op {
         // The next free slot, taken when it is close enough: callers are served in the

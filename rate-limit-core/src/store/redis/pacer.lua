@@ -46,9 +46,9 @@ if cap > 0 then top = max(min(cap, hi), lo) end
 -- The interval the last slot taken was spaced by.
 local before = max(ceil(E6 / rate), 1)
 rate = min(max(rate, lo), top)
--- A corrupt or foreign state never stalls the workers: the next slot is at most the
--- longest reservation and one interval away, a pause at most an hour.
-nxt = min(nxt, now + MAX_PAUSE + max(ceil(E6 / rate), 1))
+-- A corrupt or foreign state never stalls the workers: the next slot and a pause are at
+-- most an hour away (the longest reservation too).
+nxt = min(nxt, now + MAX_PAUSE)
 paused = min(paused, now + MAX_PAUSE)
 
 local now_ms = floor(now / 1000)
@@ -80,7 +80,7 @@ elseif op == 3 then
 end
 -- Slots already taken keep their times; the next free one is one interval of the rate now
 -- after the last taken (a rate told higher takes effect from the next slot).
-if nxt > now then nxt = nxt - before + max(ceil(E6 / rate), 1) end
+if nxt > now then nxt = min(nxt - before + max(ceil(E6 / rate), 1), now + MAX_PAUSE) end
 if op == 1 then
   -- The next free slot, taken when it is close enough: callers are served in the order
   -- they asked, each told its own slot.
