@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::algorithm::pace::{respace, take_turn};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::limit::Aimd;
@@ -70,21 +71,10 @@ struct Scope {
     last_decrease: u64,
 }
 
-/// The time between two slots at `rate` calls a second (µs, at least 1).
-fn interval(rate: f64) -> u64 {
-    ((1_000_000.0 / rate).ceil() as u64).max(1)
-}
-
 impl Scope {
-    /// A new rate: slots already taken keep their times, and the next free one is one
-    /// interval of the new rate after the last taken (`pacer.lua` does the same).
+    /// A new rate, re-spacing the next free slot as the shared pacer does.
     fn set_rate(&mut self, rate: f64, now: u64) {
-        if self.next > now {
-            self.next = self
-                .next
-                .saturating_sub(interval(self.rate))
-                .saturating_add(interval(rate));
-        }
+        self.next = respace(self.next, self.rate, rate, now);
         self.rate = rate;
     }
 }
@@ -177,14 +167,11 @@ impl Adaptive {
     /// reserved for the caller, who calls then without asking again), else says how far it
     /// is and takes nothing. Callers are served in the order they asked.
     pub fn reserve(&self, scope: &str, within: Duration) -> Turn {
+        let within = u64::try_from(within.as_micros()).unwrap_or(u64::MAX);
         self.with_scope(scope, |s, now| {
-            let slot = now.max(s.next).max(s.paused_until);
-            let wait = Duration::from_micros(slot - now);
-            let take = wait <= within;
-            if take {
-                s.next = slot.saturating_add(interval(s.rate));
-            }
-            Turn::of(take, wait)
+            let (take, wait, next) = take_turn(s.next, s.paused_until, s.rate, now, within);
+            s.next = next;
+            Turn::of(take, Duration::from_micros(wait))
         })
         // Fails open.
         .unwrap_or(Turn::Now)

@@ -21,6 +21,42 @@ pub(crate) struct PacerState {
     pub(crate) cap: f64,
 }
 
+/// The time between two slots at `rate` calls a second (µs, at least 1).
+pub(crate) fn interval(rate: f64) -> u64 {
+    ((1_000_000.0 / rate).ceil() as u64).max(1)
+}
+
+/// `next` after the rate went from `old` to `new` at `now`: slots already taken keep their
+/// times, and the next free one is one interval of the new rate after the last taken (a
+/// rate told higher takes effect from the next slot, not after the gap the old one left).
+pub(crate) fn respace(next: u64, old: f64, new: f64, now: u64) -> u64 {
+    if next > now {
+        next.saturating_sub(interval(old))
+            .saturating_add(interval(new))
+    } else {
+        next
+    }
+}
+
+/// Takes the next free slot (after `next` and `paused`) at `now` when it is at most
+/// `within` away: whether it was taken, how far it is (µs), and `next` after it. Callers
+/// are served in the order they asked, each told its own slot.
+pub(crate) fn take_turn(
+    next: u64,
+    paused: u64,
+    rate: f64,
+    now: u64,
+    within: u64,
+) -> (bool, u64, u64) {
+    let slot = now.max(next).max(paused);
+    let wait = slot - now;
+    if wait <= within {
+        (true, wait, slot.saturating_add(interval(rate)))
+    } else {
+        (false, wait, next)
+    }
+}
+
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
@@ -44,9 +80,8 @@ pub(crate) fn step(
     } else {
         c.max
     };
-    let iv = |rate: f64| ((1_000_000.0 / rate).ceil() as u64).max(1);
-    // The interval the last slot taken was spaced by.
-    let before = iv(s.rate);
+    // The rate the last slot taken was spaced by.
+    let before = s.rate;
     s.rate = s.rate.clamp(c.min, hi);
     // A corrupt or foreign state never stalls the workers: the next slot and a pause are
     // at most an hour away (the longest reservation too).
@@ -82,25 +117,9 @@ pub(crate) fn step(
         }
         PaceOp::Acquire { .. } => {}
     }
-    // Slots already taken keep their times; the next free one is one interval of the rate
-    // now after the last taken (a rate told higher takes effect from the next slot, not
-    // after the gap the old rate left).
-    if s.next > now {
-        s.next = s
-            .next
-            .saturating_sub(before)
-            .saturating_add(iv(s.rate))
-            .min(horizon);
-    }
+    s.next = respace(s.next, before, s.rate, now).min(horizon);
     if let PaceOp::Acquire { within } = call.op {
-        // The next free slot, taken when it is close enough: callers are served in the
-        // order they asked, each told its own slot.
-        let slot = now.max(s.next).max(s.paused);
-        wait = slot - now;
-        if wait <= within.min(MAX_PAUSE_US) {
-            go = true;
-            s.next = slot.saturating_add(iv(s.rate));
-        }
+        (go, wait, s.next) = take_turn(s.next, s.paused, s.rate, now, within.min(MAX_PAUSE_US));
     }
     (s, go, wait)
 }
