@@ -92,14 +92,8 @@ async fn failed_tokens_lock_out_the_address_and_never_the_operator() {
         200,
         "the right token from a locked-out address"
     );
-    let sign_in = |token: &str| {
-        attacker
-            .post(s.url("/admin/login"))
-            .header("origin", format!("http://{}", s.addr()))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form(&[("token", token.to_owned())]))
-            .send()
-    };
+    let origin = format!("http://{}", s.addr());
+    let sign_in = |token: &str| send_token(&attacker, &s, &origin, token);
     assert_eq!(
         sign_in(guess).await.unwrap().status(),
         429,
@@ -151,14 +145,8 @@ async fn the_sign_in_form_counts_failures_per_address() {
     let (app, _) = app(AnyStore::Memory(MemoryStore::new()));
     let s = Server::start(app).await.unwrap();
     let attacker = client_from("127.0.0.4");
-    let sign_in = |token: &str| {
-        attacker
-            .post(s.url("/admin/login"))
-            .header("origin", format!("http://{}", s.addr()))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form(&[("token", token.to_owned())]))
-            .send()
-    };
+    let origin = format!("http://{}", s.addr());
+    let sign_in = |token: &str| send_token(&attacker, &s, &origin, token);
     for i in 0..=FAILURES_PER_MINUTE {
         let st = sign_in("not-the-token-0123456789abcdef")
             .await
@@ -278,16 +266,23 @@ async fn sign_out_closes_the_session_without_its_csrf_token() {
     );
 }
 
-/// Signs in through the form: the session cookie (`name=value`).
-async fn sign_in(c: &reqwest::Client, s: &Server, origin: &str) -> String {
-    let ok = c
-        .post(s.url("/admin/login"))
+/// The sign-in form with `token`, sent by `c` with this `Origin`.
+fn send_token(
+    c: &reqwest::Client,
+    s: &Server,
+    origin: &str,
+    token: &str,
+) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> + use<> {
+    c.post(s.url("/admin/login"))
         .header("origin", origin)
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(form(&[("token", OPS.to_owned())]))
+        .body(form(&[("token", token.to_owned())]))
         .send()
-        .await
-        .unwrap();
+}
+
+/// Signs in through the form: the session cookie (`name=value`).
+async fn sign_in(c: &reqwest::Client, s: &Server, origin: &str) -> String {
+    let ok = send_token(c, s, origin, OPS).await.unwrap();
     assert_eq!(ok.status(), 303);
     let set = ok.headers()["set-cookie"].to_str().unwrap();
     set.split(';').next().unwrap().to_owned()
