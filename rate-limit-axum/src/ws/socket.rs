@@ -194,19 +194,18 @@ impl LimitedSocket {
         if let Some(why) = self.closed {
             return Err(axum::Error::new(why.reason()));
         }
-        let timeout = self.limiter.write_timeout;
-        match tokio::time::timeout(timeout, self.inner.send(msg)).await {
-            Ok(sent) => sent,
-            Err(_) => {
-                self.closed = Some(Closed::WriteStalled);
-                Err(axum::Error::new(Closed::WriteStalled.reason()))
-            }
-        }
+        self.written(Some(msg)).await
     }
 
     /// Writes `msg` (or only what is queued: a pong) within the write timeout; false when
     /// the connection is closed or gone.
     async fn write(&mut self, msg: Option<Message>) -> bool {
+        self.written(msg).await.is_ok()
+    }
+
+    /// The one timed write: past the write timeout the connection is closed
+    /// ([`Closed::WriteStalled`]).
+    async fn written(&mut self, msg: Option<Message>) -> Result<(), axum::Error> {
         let timeout = self.limiter.write_timeout;
         let written = match msg {
             Some(m) => tokio::time::timeout(timeout, self.inner.send(m)).await,
@@ -217,14 +216,10 @@ impl LimitedSocket {
                 tokio::time::timeout(timeout, flush).await
             }
         };
-        match written {
-            Ok(Ok(())) => true,
-            Ok(Err(_)) => false,
-            Err(_) => {
-                self.closed = Some(Closed::WriteStalled);
-                false
-            }
-        }
+        written.unwrap_or_else(|_| {
+            self.closed = Some(Closed::WriteStalled);
+            Err(axum::Error::new(Closed::WriteStalled.reason()))
+        })
     }
 
     /// Why this socket closed the connection, if it did.
