@@ -18,8 +18,8 @@ use crate::error::ConfigError;
 use crate::limit::Aimd;
 use crate::name::validate_name;
 use crate::principal::{Principal, PrincipalKind};
-use crate::protocol::StoreError;
 use crate::protocol::pace::{PaceCall, PaceOp, PaceReply};
+use crate::protocol::{SharedState, StoreError};
 use crate::store::AnyStore;
 
 /// How long a worker stays counted after its last call (default).
@@ -87,14 +87,26 @@ struct Known {
 /// # Ok::<(), ratekeeper_core::ConfigError>(())
 /// # }).unwrap();
 /// ```
-#[derive(Debug, Clone)]
-pub struct SharedPacer {
-    inner: Arc<PacerInner>,
+///
+/// Generic over the store (any [`SharedState`] store), with [`AnyStore`] as the default:
+/// [`SharedPacer::new`] takes any store as an `AnyStore`, [`SharedPacer::with_store`] a
+/// store of your own, unboxed.
+#[derive(Debug)]
+pub struct SharedPacer<S = AnyStore> {
+    inner: Arc<PacerInner<S>>,
+}
+
+impl<S> Clone for SharedPacer<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
 }
 
 #[derive(Debug)]
-struct PacerInner {
-    store: AnyStore,
+struct PacerInner<S> {
+    store: S,
     name: Box<str>,
     config: Aimd,
     worker: u64,
@@ -103,11 +115,19 @@ struct PacerInner {
     known: Mutex<HashMap<String, Known>>,
 }
 
-impl SharedPacer {
+impl SharedPacer<AnyStore> {
     /// A worker of the pacer `name` (a key name: `limit.name_invalid` otherwise) in
     /// `store`, with these settings (validated as [`Adaptive::new`] does). Workers share a
     /// scope's rate when they share the store and the name; give them the same settings.
     pub fn new(store: impl Into<AnyStore>, name: &str, config: Aimd) -> Result<Self, ConfigError> {
+        Self::with_store(store.into(), name, config)
+    }
+}
+
+impl<S: SharedState + Clone> SharedPacer<S> {
+    /// [`new`](SharedPacer::new) over a store of a static type (a store of your own that
+    /// implements [`SharedState`]).
+    pub fn with_store(store: S, name: &str, config: Aimd) -> Result<Self, ConfigError> {
         validate_name(name)?;
         Adaptive::new(config)?;
         static WORKERS: AtomicU64 = AtomicU64::new(0);
@@ -119,7 +139,7 @@ impl SharedPacer {
         let worker = h.finish() >> 11; // below 2^53: exact as a Lua number
         Ok(Self {
             inner: Arc::new(PacerInner {
-                store: store.into(),
+                store,
                 name: name.into(),
                 config,
                 worker,
@@ -132,7 +152,7 @@ impl SharedPacer {
 
     /// A worker like this one with its settings changed by `f` (the same id: what it
     /// knows is a cache, and starts empty).
-    fn with(&self, f: impl FnOnce(&mut PacerInner)) -> Self {
+    fn with(&self, f: impl FnOnce(&mut PacerInner<S>)) -> Self {
         let i = &self.inner;
         let mut inner = PacerInner {
             store: i.store.clone(),

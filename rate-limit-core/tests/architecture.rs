@@ -33,9 +33,29 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// The layers the Redis tree may import from (so it can become a crate of its own).
 const REDIS_MAY_USE: &[&str] = &["base", "vocabulary", "protocol"];
 
+/// Backend names the services that share state (the fleet, the shared pacer) must not
+/// mention: they hold a store by the contract (`Store` + `SharedState`), whichever it is.
+const SERVICES_MUST_NOT_NAME: &[&str] = &[
+    "RedisStore",
+    "BoxStore",
+    "MemoryStore",
+    "store::redis",
+    "AnyStore::Memory",
+    "AnyStore::Redis",
+];
+
 /// Names the limiter must not mention: it runs over any store, and falls back to the
-/// in-process memory store (the one backend it names, by design).
-const LIMITER_MUST_NOT_NAME: &[&str] = &["RedisStore", "BoxStore", "store::redis"];
+/// in-process memory store (the one backend it names, by design: `AnyStore::Memory` of its
+/// fallback is allowed).
+const LIMITER_MUST_NOT_NAME: &[&str] =
+    &["RedisStore", "BoxStore", "store::redis", "AnyStore::Redis"];
+
+/// Where each list holds: a file, or every file under a folder.
+const MUST_NOT_NAME: &[(&str, &[&str])] = &[
+    ("limiter/", LIMITER_MUST_NOT_NAME),
+    ("fleet/", SERVICES_MUST_NOT_NAME),
+    ("pacer.rs", SERVICES_MUST_NOT_NAME),
+];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -197,21 +217,56 @@ fn the_redis_tree_imports_only_the_protocol_the_vocabulary_and_base() {
     );
 }
 
-#[test]
-fn the_limiter_names_no_remote_backend() {
-    let house = House::read();
+/// Each file that names a backend its place forbids, and the name.
+fn backends_named(files: &BTreeMap<String, String>) -> Vec<String> {
     let mut named = Vec::new();
-    for (path, text) in &house.files {
-        if !path.starts_with("limiter/") {
-            continue;
-        }
-        for name in LIMITER_MUST_NOT_NAME {
-            if text.contains(name) {
+    for (path, text) in files {
+        for (place, names) in MUST_NOT_NAME {
+            let here = if place.ends_with('/') {
+                path.starts_with(place)
+            } else {
+                path == place
+            };
+            for name in names.iter().filter(|n| here && text.contains(*n)) {
                 named.push(format!("{path} names {name}"));
             }
         }
     }
+    named
+}
+
+#[test]
+fn the_limiter_and_the_shared_services_name_no_backend() {
+    let house = House::read();
+    let named = backends_named(&house.files);
     assert!(named.is_empty(), "{}", named.join("\n"));
+}
+
+#[test]
+fn a_backend_named_in_a_service_is_caught() {
+    let planted = |path: &str, text: &str| {
+        let files = BTreeMap::from([(path.to_owned(), text.to_owned())]);
+        backends_named(&files)
+    };
+    assert_eq!(
+        planted("fleet/run.rs", "if let AnyStore::Redis(s) = &self.store {}"),
+        ["fleet/run.rs names AnyStore::Redis"]
+    );
+    assert_eq!(
+        planted("pacer.rs", "use crate::store::redis::RedisStore;").len(),
+        2
+    );
+    assert!(
+        planted(
+            "limiter/slot.rs",
+            "AnyStore::Memory(self.fallback().clone())"
+        )
+        .is_empty()
+    );
+    assert!(
+        planted("budget.rs", "RedisStore").is_empty(),
+        "not a place with a list"
+    );
 }
 
 fn documented_layers() -> Vec<(String, Vec<String>)> {

@@ -151,10 +151,11 @@ async fn every_script_runs_on(kind: Matrix, test: &str) {
         })
         .collect();
     let ran = crate::dragonfly::assert_only_declared_keys(&monitor.finish(), &shas);
-    assert_eq!(ran.len(), 7, "scripts seen: {ran:?}");
+    assert_eq!(ran.len(), 8, "scripts seen: {ran:?}");
 }
 
-/// The fleet's scripts: a change and its notice (fleet.lua), an event, the state put back
+/// The fleet's scripts: a change and its notice (fleet.lua), a read of the mark and of what
+/// changed (fleet_read.lua), an event, the state put back
 /// after the server lost it (fleet_restore.lua), a heavy-hitters report (top_put.lua).
 pub(crate) async fn fleet_scripts(store: &AnyStore, server: &ratekeeper_tests::redis::RedisServer) {
     use ratekeeper_core::fleet::Fleet;

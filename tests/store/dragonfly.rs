@@ -21,6 +21,7 @@ pub(crate) fn scripts() -> Vec<(&'static str, String)> {
         "pacer.lua",
         "fleet.lua",
         "fleet_restore.lua",
+        "fleet_read.lua",
         "top_put.lua",
     ]
     .into_iter()
@@ -80,7 +81,7 @@ fn keys_of<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
     match name {
         "TIME" | "PUBLISH" => &[],
         "MGET" => args,
-        "HGET" | "HSET" | "HDEL" | "HINCRBY" | "DEL" => &args[..1],
+        "HGET" | "HGETALL" | "HSET" | "HDEL" | "HINCRBY" | "DEL" => &args[..1],
         "GET" | "SET" | "ZADD" | "ZREM" | "ZREMRANGEBYSCORE" | "ZCARD" | "ZSCORE" | "ZRANGE"
         | "PEXPIRE" => &args[..1],
         other => panic!("a script ran {other}: add its key positions here"),

@@ -10,15 +10,19 @@ pub(crate) const MAX_PAUSE_US: u64 = 3_600_000_000;
 /// Successes reported with one call at most (the rest wait for the next).
 const MAX_REPORTED: u64 = 100_000;
 
-/// A scope's state in the memory store (the Redis store keeps the same five numbers).
+/// A scope's state as a store keeps it (the Redis store keeps the same five numbers).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct PacerState {
-    pub(crate) rate: f64,
-    pub(crate) next: u64,
-    pub(crate) paused: u64,
-    pub(crate) last_decrease: u64,
+pub struct PacerState {
+    /// The rate (calls a second).
+    pub rate: f64,
+    /// The next free slot (µs since the store's epoch).
+    pub next: u64,
+    /// Paused until (µs).
+    pub paused: u64,
+    /// The last decrease (µs; 0: none).
+    pub last_decrease: u64,
     /// The most the remote side said it allows (calls a second; 0: it said nothing).
-    pub(crate) cap: f64,
+    pub cap: f64,
 }
 
 /// The time between two slots at `rate` calls a second (µs, at least 1).
@@ -61,12 +65,11 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// One call on a scope's state at `now` (µs): `pacer.lua`, line for line.
-pub(crate) fn step(
-    state: Option<PacerState>,
-    call: &PaceCall<'_>,
-    now: u64,
-) -> (PacerState, bool, u64) {
+/// One call on a scope's state at `now` (µs, the store's clock): the state to keep,
+/// whether a slot was taken, and the wait (µs). `state` is `None` when the store holds
+/// none (or it lapsed). The memory store runs it under its lock, and Redis runs
+/// `pacer.lua`, line for line; a store of your own runs it atomically per scope.
+pub fn step(state: Option<PacerState>, call: &PaceCall<'_>, now: u64) -> (PacerState, bool, u64) {
     let c = call.config;
     let mut s = state.unwrap_or(PacerState {
         rate: c.initial,

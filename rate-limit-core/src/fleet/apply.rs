@@ -1,39 +1,116 @@
-//! Applying a state read from the store: every limit's quota and overrides, every watched
-//! setting, and a notice's event.
+//! Applying what a read brought: the changes since the mark applied here, each on its own
+//! (one limit, one override, one setting: the same cost at 10 overrides as at 10 000), or
+//! a whole state, every limit's overrides swapped in one step.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use super::Fleet;
+use super::{Fleet, Held};
 use crate::principal::Principal;
-use crate::protocol::fleet::FleetState;
+use crate::protocol::SharedState;
+use crate::protocol::fleet::{FleetChange, FleetEntries, FleetMark, FleetRead};
 
-impl Fleet {
-    /// Every limit's quota and overrides, and every watched setting, as `state` says (a
-    /// limit it does not name: as written, no overrides).
-    pub(super) fn apply(&self, state: &FleetState) {
-        let mut quotas: HashMap<&str, u64> = HashMap::new();
-        let mut overrides: HashMap<&str, Vec<(Principal, u64)>> = HashMap::new();
-        let mut settings: HashMap<&str, &str> = HashMap::new();
-        for (field, value) in &state.entries {
-            if let Some(name) = field.strip_prefix("s:") {
-                settings.insert(name, value);
-                continue;
+impl<S: SharedState> Fleet<S> {
+    /// Applies `read`, made from the mark `from`.
+    pub(super) fn apply(&self, from: FleetMark, read: FleetRead) {
+        let mark = match read {
+            FleetRead::Since { mark, changes } => {
+                for c in &changes {
+                    self.apply_change(c);
+                }
+                let mut held = self.lock_held();
+                for c in &changes {
+                    held.entries.apply(c);
+                }
+                held.mark = mark;
+                mark
             }
-            let Ok(n) = value.parse::<u64>() else {
-                continue;
-            };
-            if let Some(limit) = field.strip_prefix("q:") {
-                quotas.insert(limit, n);
-            } else if let Some(rest) = field.strip_prefix("o:") {
-                // Limit names hold no ':' (their alphabet), so the first ':' ends the name.
-                let Some((limit, who)) = rest.split_once(':') else {
-                    continue;
-                };
-                let Some(p) = Principal::from_rendered(who) else {
-                    continue;
-                };
-                overrides.entry(limit).or_default().push((p, n));
+            FleetRead::Whole(state) => {
+                let mark = state.mark;
+                let behind = mark.epoch == from.epoch && mark.version < from.version;
+                if !from.is_empty() && (mark.epoch != from.epoch || behind) {
+                    tracing::warn!(
+                        target: "rate_limit.fleet",
+                        applied_epoch = from.epoch,
+                        applied_version = from.version,
+                        store_epoch = mark.epoch,
+                        store_version = mark.version,
+                        "the store's fleet state is another history (a restart or a failover \
+                         lost what was applied here): applied the store's"
+                    );
+                }
+                let entries = FleetEntries::new(state.entries);
+                self.apply_whole(&entries);
+                *self.lock_held() = Held { mark, entries };
+                mark
+            }
+        };
+        self.update(|a| {
+            a.version = mark.version;
+            a.epoch = mark.epoch;
+            a.at = Some(SystemTime::now());
+            a.error = None;
+        });
+    }
+
+    /// One change, on the one limit or setting it names (a limit this instance does not
+    /// run: nothing).
+    fn apply_change(&self, change: &FleetChange) {
+        match change {
+            FleetChange::Quota { limit, quota } => {
+                if let Some(l) = self.limits.get(limit.as_str())
+                    && l.quota() != *quota
+                {
+                    let _ = l.set_quota(*quota);
+                }
+            }
+            FleetChange::Override {
+                limit,
+                principal,
+                quota,
+            } => {
+                if let Some(l) = self.limits.get(limit.as_str()) {
+                    let _ = l.set_override(principal, *quota);
+                }
+            }
+            FleetChange::ClearOverride { limit, principal } => {
+                if let Some(l) = self.limits.get(limit.as_str()) {
+                    l.clear_override(principal);
+                }
+            }
+            FleetChange::Setting { name, value } => self.tell(name, Some(value)),
+            FleetChange::LiftBan { ban, principal } => {
+                // Drops the refusal this instance cached: the store holds the ban lifted.
+                if let Some(l) = self.limits.get(ban.as_str()) {
+                    self.store.forget_cached(&l.key(principal.clone()));
+                }
+            }
+        }
+    }
+
+    /// Every limit's quota and overrides, and every watched setting, as `entries` say (a
+    /// limit they do not name: as written, no overrides).
+    fn apply_whole(&self, entries: &FleetEntries) {
+        let mut quotas: HashMap<&str, u64> = HashMap::new();
+        let mut overrides: HashMap<&str, Vec<(&Principal, u64)>> = HashMap::new();
+        let mut settings: HashMap<&str, &str> = HashMap::new();
+        for e in entries.iter() {
+            match e {
+                FleetChange::Quota { limit, quota } => {
+                    quotas.insert(limit, *quota);
+                }
+                FleetChange::Override {
+                    limit,
+                    principal,
+                    quota,
+                } => overrides
+                    .entry(limit)
+                    .or_default()
+                    .push((principal, *quota)),
+                FleetChange::Setting { name, value } => {
+                    settings.insert(name, value);
+                }
+                _ => {}
             }
         }
         for (name, limit) in self.limits.iter() {
@@ -44,29 +121,12 @@ impl Fleet {
             if limit.quota() != quota {
                 let _ = limit.set_quota(quota);
             }
-            let wanted = overrides.remove(name.as_str()).unwrap_or_default();
-            for (rendered, _) in limit.overrides() {
-                let still = wanted.iter().any(|(p, _)| p.as_str() == rendered);
-                if let (false, Some(p)) = (still, Principal::from_rendered(&rendered)) {
-                    limit.clear_override(&p);
-                }
-            }
-            for (p, q) in wanted {
-                let _ = limit.set_override(&p, q);
-            }
+            limit.replace_overrides(overrides.remove(name.as_str()).unwrap_or_default());
         }
-        self.apply_settings(&settings);
-        *self.lock_local() = state.clone();
-        self.update(|a| {
-            a.version = state.version;
-            a.at = Some(SystemTime::now());
-            a.error = None;
-        });
-    }
-
-    /// Gives each watcher its setting's value when it changed.
-    fn apply_settings(&self, settings: &HashMap<&str, &str>) {
         let mut w = self.lock_watchers();
+        for name in settings.keys() {
+            w.settings.entry((*name).to_owned()).or_default();
+        }
         for (name, (last, watchers)) in &mut w.settings {
             let now = settings.get(name.as_str()).copied();
             if last.as_deref() != now {
@@ -78,17 +138,15 @@ impl Fleet {
         }
     }
 
-    /// A notice's event, from another instance: `lift <ban> <principal>` drops the lifted
-    /// ban's refusal this instance cached. Anything else is ignored.
-    #[cfg(feature = "redis")]
-    pub(super) fn apply_event(&self, event: &str) {
-        let mut words = event.splitn(3, ' ');
-        let (Some("lift"), Some(ban), Some(who)) = (words.next(), words.next(), words.next())
-        else {
-            return;
-        };
-        if let (Some(limit), Some(p)) = (self.limits.get(ban), Principal::from_rendered(who)) {
-            self.store.forget_cached(&limit.key(p));
+    /// Gives the setting `name`'s watchers its value, when it changed.
+    fn tell(&self, name: &str, value: Option<&str>) {
+        let mut w = self.lock_watchers();
+        let (last, watchers) = w.settings.entry(name.to_owned()).or_default();
+        if last.as_deref() != value {
+            *last = value.map(str::to_owned);
+            for f in watchers.iter() {
+                f(value);
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::{Fleet, FleetError};
 use crate::error::ConfigError;
 use crate::name::validate_name;
+use crate::protocol::{SharedState, Store, StoreErrorKind};
 use crate::top::{HeavyHitters, SHARED};
 
 /// How often an instance publishes its heavy hitters unless told otherwise.
@@ -34,7 +35,7 @@ pub struct FleetHitters {
     pub instances: Vec<Contributor>,
 }
 
-impl Fleet {
+impl<S: Store + SharedState + Clone> Fleet<S> {
     /// This instance's name in the fleet's reports: 1 to 64 bytes of `A-Z a-z 0-9 . _ -`
     /// (a host name, a pod's name). Without one, a random name.
     pub fn named(mut self, name: &str) -> Result<Self, ConfigError> {
@@ -59,7 +60,8 @@ impl Fleet {
 
     /// The `n` heaviest principals of `limit` over the fleet (this instance's live report
     /// and every other one published in the last three periods); `None` when no limiter
-    /// here tracks the limit's heavy hitters. On the memory store, this instance's alone.
+    /// here tracks the limit's heavy hitters. On the memory store, the fleets over that store
+    /// (clones of it); on a store that keeps no reports, this instance's alone.
     pub async fn heavy_hitters(
         &self,
         limit: &str,
@@ -73,24 +75,21 @@ impl Fleet {
             instance: self.name.to_string(),
             published: None,
         }];
-        if !matches!(self.store, crate::AnyStore::Memory(_)) {
-            let published = self
-                .store
-                .top_read(limit)
-                .await
-                .map_err(FleetError::Store)?;
-            for (instance, text) in published {
-                let parsed = text.split_once('\n').and_then(|(at, report)| {
-                    let ms: u64 = at.parse().ok()?;
-                    Some((ms, HeavyHitters::from_text(report)?))
+        let published = match self.store.hitters_read(limit).await {
+            Err(e) if e.kind() == StoreErrorKind::Unsupported => Vec::new(),
+            r => r.map_err(FleetError::Store)?,
+        };
+        for (instance, text) in published {
+            let parsed = text.split_once('\n').and_then(|(at, report)| {
+                let ms: u64 = at.parse().ok()?;
+                Some((ms, HeavyHitters::from_text(report)?))
+            });
+            if let (false, Some((ms, report))) = (instance == *self.name, parsed) {
+                reports.push(report);
+                instances.push(Contributor {
+                    instance,
+                    published: Some(UNIX_EPOCH + Duration::from_millis(ms)),
                 });
-                if let (false, Some((ms, report))) = (instance == *self.name, parsed) {
-                    reports.push(report);
-                    instances.push(Contributor {
-                        instance,
-                        published: Some(UNIX_EPOCH + Duration::from_millis(ms)),
-                    });
-                }
             }
         }
         Ok(Some(FleetHitters {
@@ -110,7 +109,7 @@ impl Fleet {
             if let Some(report) = limit.heavy_hitters(SHARED) {
                 let text = format!("{at}\n{}", report.to_text());
                 // A failure is the next period's to mend: the report lapses meanwhile.
-                let _ = self.store.top_put(name, &self.name, &text, ttl).await;
+                let _ = self.store.hitters_put(name, &self.name, &text, ttl).await;
             }
         }
     }

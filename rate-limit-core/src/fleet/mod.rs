@@ -5,17 +5,23 @@
 //! A [`Fleet`] holds the limits an instance runs. A change made through any instance
 //! ([`Fleet::set_quota`], [`Fleet::set_override`], [`Fleet::clear_override`],
 //! [`Fleet::lift_ban`], [`Fleet::set_setting`]) is written to the store first, as one
-//! versioned step (on Redis one script: the version goes up by one and the entry changes
-//! together, and the new version is published on the store's channel). Each instance
-//! applies it when it next reads the state: at once when the notice arrives, and on
-//! [`Fleet::run`]'s period whatever happens to the notice. A reader that sees a newer
-//! version reads the whole state and applies it, so every instance ends at the same
-//! settings in version order, and a change it missed is healed by the next read.
+//! versioned step (on Redis one script: the version goes up by one, the entry changes and
+//! the change is logged together, and the new version is published on the store's
+//! channel). Each instance applies it when it next reads the state: at once when the
+//! notice arrives, and on [`Fleet::run`]'s period whatever happens to the notice. A reader
+//! that sees a newer version reads the changes since its own and applies those alone (a
+//! change costs the same at 10 overrides and at 10 000), or the whole state when it is
+//! on another history or too far behind; so every instance ends at the same settings in
+//! version order, and a change it missed is healed by the next read.
+//!
+//! The store keeps the state through the [`SharedState`] contract: the memory store, Redis
+//! (standalone, Cluster, Sentinel), or a store of your own that implements it.
 //!
 //! - **Refused, never half-applied**: a change the store cannot take is an error, and no
 //!   instance applies it (not even the one that was asked).
 //! - **Two operators at once** end in one value: the one written last, by version.
-//! - **On the memory store** the state is this process's: changes apply at once, here only.
+//! - **On the memory store** the state is this process's: changes apply at once, to the
+//!   fleets over that store (clones of it) only.
 //! - **An instance cut off from the store** keeps its last state, and says so
 //!   ([`Fleet::applied`]: the version, when it was applied, the last error, whether
 //!   notices arrive).
@@ -30,8 +36,19 @@
 //!
 //! The state is the operators' settings and has no TTL: it lives until it is changed. It
 //! survives what Redis's own data survives (a restart with persistence, a failover to a
-//! replica that had it); without persistence a restart forgets it, and every instance keeps
-//! the settings it last applied until the next change.
+//! replica that had it).
+//!
+//! **Histories.** The state carries an epoch, made with it, beside its version
+//! ([`Applied::epoch`]). When a store comes back empty (a restart without persistence),
+//! the first instance to notice puts back what it applied, epoch and version included,
+//! and the others find their own history there. When a change reached the empty store
+//! first (an instance started meanwhile, or one that was asked), that change starts a new
+//! epoch and **the store's state wins**: every instance that applied the old history reads
+//! the new one whole and applies it, and logs `the store's fleet state is another history`
+//! (target `rate_limit.fleet`) with both marks. An acknowledged change is never undone by a
+//! restore: a restore writes only onto an empty store. A failover to a replica that missed
+//! the newest changes is the store's state too: instances ahead of it apply it, and log
+//! the same line.
 
 mod apply;
 mod hitters;
@@ -47,8 +64,8 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::limit::Limit;
 use crate::name::validate_name;
 use crate::principal::Principal;
-use crate::protocol::fleet::{FleetChange, FleetState};
-use crate::protocol::{Store, StoreError};
+use crate::protocol::fleet::{FleetChange, FleetEntries, FleetMark};
+use crate::protocol::{SharedState, Store, StoreError, StoreErrorKind};
 use crate::store::any::AnyStore;
 
 /// What an instance last applied.
@@ -57,6 +74,8 @@ use crate::store::any::AnyStore;
 pub struct Applied {
     /// The state's version (0: no change yet).
     pub version: u64,
+    /// The state's history (0: none yet): see the module's "Histories".
+    pub epoch: u64,
     /// When it was applied here.
     pub at: Option<SystemTime>,
     /// Why the last read failed, while it does (the store's message; never a key).
@@ -99,17 +118,25 @@ struct Watchers {
     applied: Vec<Observer>,
 }
 
+/// The state an instance applied: what it puts back if the store loses it.
+#[derive(Debug, Default)]
+struct Held {
+    mark: FleetMark,
+    entries: FleetEntries,
+}
+
 /// The limits an instance runs, kept in step with the store's runtime state.
+///
+/// Generic over the store (any [`Store`] that implements [`SharedState`]), as
+/// [`Limiter`](crate::Limiter) is, with [`AnyStore`] as the default.
 #[derive(Clone)]
-pub struct Fleet {
-    store: AnyStore,
+pub struct Fleet<S = AnyStore> {
+    store: S,
     limits: Arc<HashMap<String, Limit>>,
     /// The quota each limit was written with, to return to when no change names it.
     written: Arc<HashMap<String, u64>>,
     applied: Arc<Mutex<Applied>>,
-    /// The state last applied: on the memory store the state itself (this process's); on
-    /// a shared store what is put back if the store loses it.
-    local: Arc<Mutex<FleetState>>,
+    held: Arc<Mutex<Held>>,
     watchers: Arc<Mutex<Watchers>>,
     /// One read at a time: a read that finds another under way waits for it.
     reading: Arc<tokio::sync::Mutex<()>>,
@@ -120,22 +147,20 @@ pub struct Fleet {
     hitters_every: Duration,
 }
 
-impl std::fmt::Debug for Fleet {
+impl<S> std::fmt::Debug for Fleet<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fleet")
-            .field("store", &self.store.describe())
             .field("name", &self.name)
             .field("limits", &self.limits.len())
-            .field("applied", &self.applied())
+            .field("applied", &self.lock_applied())
             .finish_non_exhaustive()
     }
 }
 
-impl Fleet {
+impl<S: Store + SharedState + Clone> Fleet<S> {
     /// A fleet of `limits` over `store` (the one the limiter counts in). Give it the ban
     /// limits too, for [`lift_ban`](Self::lift_ban).
-    pub fn new(store: AnyStore, limits: impl IntoIterator<Item = Limit>) -> Self {
-        let local = matches!(store, AnyStore::Memory(_));
+    pub fn new(store: S, limits: impl IntoIterator<Item = Limit>) -> Self {
         let limits: HashMap<String, Limit> = limits
             .into_iter()
             .map(|l| (l.name().to_owned(), l))
@@ -146,10 +171,10 @@ impl Fleet {
             limits: Arc::new(limits),
             written: Arc::new(written),
             applied: Arc::default(),
-            local: Arc::default(),
+            held: Arc::default(),
             watchers: Arc::default(),
             reading: Arc::default(),
-            read_once: Arc::new(tokio::sync::watch::Sender::new(local)),
+            read_once: Arc::new(tokio::sync::watch::Sender::new(false)),
             name: hitters::random_name().into(),
             hitters_every: DEFAULT_HITTERS_EVERY,
         }
@@ -158,9 +183,8 @@ impl Fleet {
     /// Sets `limit`'s quota on every instance; the change's version.
     pub async fn set_quota(&self, limit: &str, quota: u64) -> Result<u64, FleetError> {
         self.check_quota(limit, quota)?;
-        let quota = quota.to_string();
-        self.change(FleetChange::Set(&format!("q:{limit}"), &quota))
-            .await
+        let limit = limit.to_owned();
+        self.change(FleetChange::Quota { limit, quota }).await
     }
 
     /// Gives `principal` its own quota of `limit` on every instance; the change's version.
@@ -171,9 +195,13 @@ impl Fleet {
         quota: u64,
     ) -> Result<u64, FleetError> {
         self.check_quota(limit, quota)?;
-        let field = format!("o:{limit}:{}", principal.as_str());
-        self.change(FleetChange::Set(&field, &quota.to_string()))
-            .await
+        let (limit, principal) = (limit.to_owned(), principal.clone());
+        self.change(FleetChange::Override {
+            limit,
+            principal,
+            quota,
+        })
+        .await
     }
 
     /// Removes `principal`'s own quota of `limit` on every instance; the change's version.
@@ -183,20 +211,21 @@ impl Fleet {
         principal: &Principal,
     ) -> Result<u64, FleetError> {
         self.limit(limit)?;
-        let field = format!("o:{limit}:{}", principal.as_str());
-        self.change(FleetChange::Remove(&field)).await
+        let (limit, principal) = (limit.to_owned(), principal.clone());
+        self.change(FleetChange::ClearOverride { limit, principal })
+            .await
     }
 
     /// Lifts `principal`'s ban under the ban limit `ban` (or resets its count under any
     /// other limit) in the store, for every instance; the change's version. The store
     /// holds the ban, so every instance sees it lifted at its next check of that key; the
-    /// notice tells each one to drop a refusal it cached (which would otherwise last up
+    /// change tells each one to drop a refusal it cached (which would otherwise last up
     /// to a second).
     pub async fn lift_ban(&self, ban: &str, principal: &Principal) -> Result<u64, FleetError> {
         let key = self.limit(ban)?.key(principal.clone());
         self.store.reset(&key).await.map_err(FleetError::Store)?;
-        let event = format!("lift {ban} {}", principal.as_str());
-        self.change(FleetChange::Event(&event)).await
+        let (ban, principal) = (ban.to_owned(), principal.clone());
+        self.change(FleetChange::LiftBan { ban, principal }).await
     }
 
     /// Sets the setting `name` (1 to 64 bytes of `A-Z a-z 0-9 . _ -`) to `value` on every
@@ -204,10 +233,51 @@ impl Fleet {
     /// The admin keeps the access lists here.
     pub async fn set_setting(&self, name: &str, value: &str) -> Result<u64, FleetError> {
         validate_name(name).map_err(FleetError::Config)?;
-        self.change(FleetChange::Set(&format!("s:{name}"), value))
-            .await
+        let (name, value) = (name.to_owned(), value.to_owned());
+        self.change(FleetChange::Setting { name, value }).await
     }
 
+    /// Reads the store's state and applies what changed since what was applied here; the
+    /// version applied. On a failure the last state stays, and [`applied`](Self::applied)
+    /// says why.
+    pub async fn sync(&self) -> Result<u64, StoreError> {
+        let _one = self.reading.lock().await;
+        let r = self.read().await;
+        self.update(|a| a.error = r.as_ref().err().map(ToString::to_string));
+        self.read_once.send_replace(true);
+        r
+    }
+
+    /// One read: the store's mark, a put-back when it lost the state, and what changed.
+    async fn read(&self) -> Result<u64, StoreError> {
+        let held = self.lock_held().mark;
+        let mut mark = self.store.fleet_mark().await?;
+        if mark.is_empty() && !held.is_empty() {
+            // The store lost the state (a restart without persistence): put back what this
+            // instance applied, unless a change reached the empty store first.
+            let state = {
+                let h = self.lock_held();
+                h.entries.to_state(h.mark)
+            };
+            mark = self.store.fleet_restore(&state).await?;
+            if mark == held {
+                tracing::warn!(
+                    target: "rate_limit.fleet",
+                    version = held.version,
+                    epoch = held.epoch,
+                    "the store had lost the fleet's runtime state: put back as applied here"
+                );
+            }
+        }
+        if mark != held || self.applied().at.is_none() {
+            let read = self.store.fleet_read(held).await?;
+            self.apply(held, read);
+        }
+        Ok(self.applied().version)
+    }
+}
+
+impl<S> Fleet<S> {
     /// Calls `f` with the setting `name`'s value whenever an applied state changes it
     /// (`None`: the state holds none), and once now if one was applied already.
     pub fn watch_setting(&self, name: &str, f: impl Fn(Option<&str>) + Send + Sync + 'static) {
@@ -219,51 +289,16 @@ impl Fleet {
         entry.1.push(Box::new(f));
     }
 
-    /// Calls `f` after every read (and every change on the memory store) with what this
-    /// instance applied: for a metric or a log of stragglers.
+    /// Calls `f` after every read with what this instance applied: for a metric or a log
+    /// of stragglers.
     pub fn on_applied(&self, f: impl Fn(&Applied) + Send + Sync + 'static) {
         self.lock_watchers().applied.push(Box::new(f));
-    }
-
-    /// Reads the store's state and applies it when it is newer than what was applied; the
-    /// version applied. On a failure the last state stays, and [`applied`](Self::applied)
-    /// says why.
-    pub async fn sync(&self) -> Result<u64, StoreError> {
-        if matches!(self.store, AnyStore::Memory(_)) {
-            return Ok(self.applied().version);
-        }
-        let _one = self.reading.lock().await;
-        let read = async {
-            let mut version = self.store.fleet_version().await?;
-            let applied = self.applied();
-            if version < applied.version {
-                // The store lost changes (a restart without persistence, a failover to a
-                // replica that never had them): put back what this instance applied.
-                let state = self.lock_local().clone();
-                version = self.store.fleet_restore(&state).await?;
-                tracing::warn!(
-                    target: "rate_limit.fleet",
-                    store = %self.store.describe(),
-                    version = state.version,
-                    "the store had lost the fleet's runtime state: put back as applied here"
-                );
-            }
-            if version > applied.version || applied.at.is_none() {
-                let state = self.store.fleet_read().await?;
-                self.apply(&state);
-            }
-            Ok::<_, StoreError>(self.applied().version)
-        };
-        let r = read.await;
-        self.update(|a| a.error = r.as_ref().err().map(ToString::to_string));
-        self.read_once.send_replace(true);
-        r
     }
 
     /// Waits until this instance's first read of the store ended (it applied the state, or
     /// the store did not answer and it keeps the limits as written): what a server awaits
     /// before its first request, where it cannot await [`sync`](Self::sync) itself (a
-    /// middleware: once ready, a check of one flag). At once on the memory store.
+    /// middleware: once ready, a check of one flag).
     pub async fn ready(&self) {
         if self.is_ready() {
             return;
@@ -298,8 +333,8 @@ impl Fleet {
         self.applied.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn lock_local(&self) -> std::sync::MutexGuard<'_, FleetState> {
-        self.local.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock_watchers(&self) -> std::sync::MutexGuard<'_, Watchers> {
@@ -333,54 +368,37 @@ impl Fleet {
         }
         Ok(())
     }
+}
 
-    async fn change(&self, change: FleetChange<'_>) -> Result<u64, FleetError> {
-        if matches!(self.store, AnyStore::Memory(_)) {
-            let state = {
-                let mut local = self.lock_local();
-                local.change(change);
-                local.clone()
-            };
-            self.apply(&state);
-            return Ok(state.version);
-        }
-        let mut version = None;
+impl<S: Store + SharedState + Clone> Fleet<S> {
+    async fn change(&self, change: FleetChange) -> Result<u64, FleetError> {
         for _ in 0..2 {
-            version = self
+            let held = self.lock_held().mark;
+            let made = self
                 .store
-                .fleet_change(change, self.applied().version)
+                .fleet_change(&change, held, new_epoch())
                 .await
                 .map_err(FleetError::Store)?;
-            if version.is_some() {
-                break;
+            if let Some(mark) = made {
+                // The instance that was asked applies it at once; the others at the notice
+                // or their next read.
+                let _ = self.sync().await;
+                return Ok(mark.version);
             }
-            // The store lost changes this instance applied: put them back, then change.
+            // The store lost the state this instance applied: put it back, then change.
             self.sync().await.map_err(FleetError::Store)?;
         }
-        let version = version.ok_or_else(|| {
-            FleetError::Store(StoreError::new(
-                crate::protocol::StoreErrorKind::Rejected,
-                "the store's fleet state went back twice during the change",
-            ))
-        })?;
-        // The instance that was asked applies it at once; the others at the notice or their
-        // next read.
-        let _ = self.sync().await;
-        Ok(version)
+        Err(FleetError::Store(StoreError::new(
+            StoreErrorKind::Rejected,
+            "the store's fleet state went empty twice during the change",
+        )))
     }
 }
 
-impl FleetState {
-    /// Makes `change` here (the memory store's state).
-    fn change(&mut self, change: FleetChange<'_>) {
-        let field = match change {
-            FleetChange::Set(f, _) | FleetChange::Remove(f) => f,
-            FleetChange::Event(_) => "",
-        };
-        self.entries.retain(|(k, _)| k != field);
-        if let FleetChange::Set(f, v) = change {
-            self.entries.push((f.to_owned(), v.to_owned()));
-        }
-        self.version += 1;
-    }
+/// A fresh epoch: random, above 0, below 2^53 (exact as a Lua number).
+fn new_epoch() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    (h.finish() >> 11).max(1)
 }

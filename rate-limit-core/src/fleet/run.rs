@@ -1,5 +1,6 @@
 //! Keeping an instance in step: a read on every period, and one as soon as the store's
-//! notice of a change arrives (on Redis, a subscriber on a connection of its own).
+//! notice of a change arrives (on Redis, a subscriber on a connection of its own; on the
+//! memory store, at once).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,14 +9,14 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Fleet;
-#[cfg(feature = "redis")]
-use crate::store::any::AnyStore;
+use crate::protocol::fleet::FleetNotices;
+use crate::protocol::{SharedState, Store};
 
 /// The shortest gap between two reads a run makes, whatever the notices: a flood of
 /// notices costs each instance at most this many reads a second (50), never a stall.
 const MIN_GAP: Duration = Duration::from_millis(20);
 
-impl Fleet {
+impl<S: Store + SharedState + Clone> Fleet<S> {
     /// Keeps this instance in step with the store for as long as the returned future runs
     /// (spawn it): reads the state every `period`, and at once when the store's notice of a
     /// change arrives. On Redis a subscriber on a connection of its own receives the
@@ -46,65 +47,52 @@ impl Fleet {
         }
     }
 
-    /// Starts publishing this instance's heavy hitters, on a shared store.
-    fn share_hitters(&self) -> Option<Abort> {
-        if matches!(self.store, crate::AnyStore::Memory(_)) {
-            return None;
-        }
+    /// Starts publishing this instance's heavy hitters.
+    fn share_hitters(&self) -> Abort {
         let fleet = self.clone();
-        Some(Abort(tokio::spawn(async move {
+        Abort(tokio::spawn(async move {
             let mut tick = tokio::time::interval(fleet.hitters_every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
                 fleet.publish_hitters().await;
             }
-        })))
+        }))
     }
 
     /// Starts the subscriber, on a store that sends notices; stopped when dropped.
-    fn listen(&self, period: Duration, wake: &Arc<Notify>) -> Option<Abort> {
-        #[cfg(feature = "redis")]
-        if let AnyStore::Redis(store) = &self.store {
-            let (fleet, store, wake) = (self.clone(), store.clone(), wake.clone());
-            return Some(Abort(tokio::spawn(async move {
-                // Said once per outage, not once per period.
-                let mut said = false;
-                loop {
-                    match store.fleet_listen(period).await {
-                        Err(e) if !said => {
-                            said = true;
-                            tracing::warn!(
-                                target: "rate_limit.fleet",
-                                store = %store.endpoint(),
-                                error = %e,
-                                "no notices from the store: changes apply at each periodic read"
-                            );
-                        }
-                        Err(_) => {}
-                        Ok(feed) => {
-                            said = false;
-                            fleet.follow(feed, &wake).await;
-                        }
+    fn listen(&self, period: Duration, wake: &Arc<Notify>) -> Abort {
+        let (fleet, wake) = (self.clone(), wake.clone());
+        Abort(tokio::spawn(async move {
+            // Said once per outage, not once per period.
+            let mut said = false;
+            loop {
+                match fleet.store.fleet_notices(period).await {
+                    Err(e) if !said => {
+                        said = true;
+                        tracing::warn!(
+                            target: "rate_limit.fleet",
+                            error = %e,
+                            "no notices from the store: changes apply at each periodic read"
+                        );
                     }
-                    tokio::time::sleep(period).await;
+                    Err(_) => {}
+                    Ok(notices) => {
+                        said = false;
+                        fleet.follow(notices, &wake).await;
+                    }
                 }
-            })));
-        }
-        let _ = (period, wake);
-        None
+                tokio::time::sleep(period).await;
+            }
+        }))
     }
 
-    /// Reads notices until the subscriber's connection ends.
-    #[cfg(feature = "redis")]
-    async fn follow(&self, mut feed: crate::store::redis::FleetFeed, wake: &Notify) {
+    /// Reads notices until the store's channel ends.
+    async fn follow(&self, mut notices: FleetNotices, wake: &Notify) {
         self.update(|a| a.listening = true);
         // Whatever was written while no one listened: read it now.
         wake.notify_one();
-        while let Some(notice) = feed.next().await {
-            if let Some(event) = notice.and_then(|n| n.event) {
-                self.apply_event(&event);
-            }
+        while notices.next().await.is_some() {
             wake.notify_one();
         }
         self.update(|a| a.listening = false);

@@ -252,6 +252,27 @@ impl Limit {
         out
     }
 
+    /// Replaces every override with `overrides` in one step: the new map is built first,
+    /// and swapped in under one write lock (a fleet applying a whole state of thousands).
+    pub(crate) fn replace_overrides(&self, overrides: Vec<(&Principal, u64)>) {
+        let probe = Limit::build(self.name(), self.params());
+        let mut next = HashMap::with_capacity(overrides.len());
+        for (p, quota) in overrides {
+            if probe.set_quota(quota).is_ok() {
+                next.insert(Box::<str>::from(p.as_str()), probe.params());
+            }
+        }
+        let mut map = self
+            .inner
+            .overrides
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.inner
+            .has_overrides
+            .store(!next.is_empty(), Ordering::Release);
+        *map = next;
+    }
+
     /// Removes a principal's override.
     pub fn clear_override(&self, principal: &Principal) {
         let mut map = self

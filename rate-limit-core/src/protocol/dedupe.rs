@@ -29,14 +29,30 @@ use super::StoreError;
 /// # Ok::<(), ratekeeper_core::StoreError>(())
 /// # }).unwrap();
 /// ```
+///
+/// Both methods have defaults answering [`StoreErrorKind::Unsupported`](super::StoreErrorKind::Unsupported):
+/// a store that does not de-duplicate says so with an empty `impl Dedupe for MyStore {}`.
 pub trait Dedupe: Send + Sync {
     /// Marks `id` as seen for `ttl`: `true` the first time, `false` while it is remembered.
     fn first_seen(
         &self,
         id: &str,
         ttl: Duration,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let _ = (id, ttl);
+        no_dedupe()
+    }
 
     /// Forgets `id` (its processing failed), so the sender's retry is processed.
-    fn release(&self, id: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn release(&self, id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = id;
+        no_dedupe()
+    }
+}
+
+/// What a store that does not de-duplicate answers.
+fn no_dedupe<T>() -> std::future::Ready<Result<T, StoreError>> {
+    std::future::ready(Err(StoreError::unsupported(
+        "this store does not de-duplicate",
+    )))
 }

@@ -23,11 +23,18 @@ pub enum StoreErrorKind {
     /// The store refused the connection's credentials (a wrong password, or none where one
     /// is needed): nothing ran, and nothing will until the credentials change. Not retried.
     Unauthenticated,
+    /// The store does not do this (a store of your own that implements only checks, asked
+    /// for in-flight slots or the fleet's state: see [`SharedState`](crate::store::SharedState)).
+    /// Nothing ran; retrying cannot help.
+    Unsupported,
+    /// The store holds a value this release cannot read (written by a newer release, or
+    /// by hand): nothing of it was applied. Not retried.
+    Corrupt,
 }
 
 impl StoreErrorKind {
     /// A short, stable name: `not_executed`, `indeterminate`, `timed_out`, `missing`,
-    /// `rejected`, `unauthenticated`.
+    /// `rejected`, `unauthenticated`, `unsupported`, `corrupt`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::NotExecuted => "not_executed",
@@ -36,6 +43,8 @@ impl StoreErrorKind {
             Self::Missing => "missing",
             Self::Rejected => "rejected",
             Self::Unauthenticated => "unauthenticated",
+            Self::Unsupported => "unsupported",
+            Self::Corrupt => "corrupt",
         }
     }
 
@@ -55,6 +64,12 @@ pub struct StoreError {
 }
 
 impl StoreError {
+    /// What a store answers for what it does not do ([`StoreErrorKind::Unsupported`]);
+    /// `what` names it, e.g. `"this store keeps no fleet state"`.
+    pub fn unsupported(what: &'static str) -> Self {
+        Self::new(StoreErrorKind::Unsupported, what)
+    }
+
     /// An error of `kind` with a fixed message (no keys, no client input).
     pub fn new(kind: StoreErrorKind, message: &'static str) -> Self {
         Self {

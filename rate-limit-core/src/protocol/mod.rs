@@ -1,8 +1,9 @@
 //! The protocol between the limiter and the stores: what a store takes and answers.
 //!
 //! Decisions and the receipts behind them, reservations, leased units, store errors,
-//! failure domains, the [`Store`], [`Dedupe`] and [`Slots`] traits, the shared pacer's
-//! messages, and the bans a store lists. Every store implements this protocol and
+//! failure domains, the [`Store`], [`Dedupe`], [`Slots`] and [`SharedState`] traits, the
+//! fleet's changes and their text form, the shared pacer's messages, and the bans a store
+//! lists. Every store implements this protocol and
 //! imports nothing above it (see `docs/ARCHITECTURE.md`, "core's layers").
 
 use std::future::Future;
@@ -21,6 +22,7 @@ mod key_state;
 pub(crate) mod lease;
 pub(crate) mod pace;
 mod reservation;
+mod shared;
 mod slots;
 
 pub use ban::Banned;
@@ -31,6 +33,7 @@ pub use error::{StoreError, StoreErrorKind};
 pub use key_state::KeyState;
 pub(crate) use reservation::CountedIn;
 pub use reservation::Reservation;
+pub use shared::SharedState;
 pub use slots::{Slots, Taken};
 
 /// A counter store. Every method is one atomic operation on the store (one round trip for

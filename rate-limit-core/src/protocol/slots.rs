@@ -19,7 +19,11 @@ pub struct Taken {
 }
 
 /// A store that holds in-flight slots: the memory store, the Redis store (standalone,
-/// Sentinel, Cluster), and [`AnyStore`](crate::AnyStore) over either.
+/// Sentinel, Cluster), [`AnyStore`](crate::AnyStore) over either, and a store of your own
+/// boxed with [`BoxStore::with_shared`](crate::store::BoxStore::with_shared).
+///
+/// Every method has a default answering [`StoreErrorKind::Unsupported`](super::StoreErrorKind::Unsupported):
+/// a store that holds no slots says so with an empty `impl Slots for MyStore {}`.
 pub trait Slots: Send + Sync + 'static {
     /// Takes a slot `id` if fewer than the limit's `max` are held (leases that ran out do
     /// not count), leased for the limit's TTL.
@@ -27,17 +31,33 @@ pub trait Slots: Send + Sync + 'static {
         &self,
         key: &SlotKey,
         id: u64,
-    ) -> impl Future<Output = Result<Taken, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Taken, StoreError>> + Send {
+        let _ = (key, id);
+        no_slots()
+    }
     /// Extends slot `id`'s lease by the TTL; `false` if it is gone (ran out, or released).
     fn renew_slot(
         &self,
         key: &SlotKey,
         id: u64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let _ = (key, id);
+        no_slots()
+    }
     /// Releases slot `id` (removing nothing if it is gone).
     fn release_slot(
         &self,
         key: &SlotKey,
         id: u64,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (key, id);
+        no_slots()
+    }
+}
+
+/// What a store that holds no slots answers.
+fn no_slots<T>() -> std::future::Ready<Result<T, StoreError>> {
+    std::future::ready(Err(StoreError::unsupported(
+        "this store holds no in-flight slots",
+    )))
 }

@@ -8,9 +8,12 @@ use super::RedisStore;
 use super::memory::MemoryStore;
 use crate::chain::{Chain, Check};
 use crate::key::Key;
+use crate::limit::{Limit, SlotKey};
+use crate::protocol::fleet::{FleetChange, FleetMark, FleetNotices, FleetRead, FleetState};
+use crate::protocol::pace::{PaceCall, PaceReply};
 use crate::protocol::{
-    ChainDecision, Decision, Dedupe, Domains, KeyState, Reservation, Store, StoreError,
-    StoreErrorKind,
+    Banned, ChainDecision, Decision, Dedupe, Domains, KeyState, Reservation, SharedState, Slots,
+    Store, StoreError, Taken,
 };
 
 /// A store picked when the program starts (from configuration): the in-memory store, or
@@ -77,128 +80,15 @@ impl AnyStore {
     }
 
     /// The principals `ban` bans now, with the time left (an admin call; see
-    /// [`Banned`](crate::protocol::Banned)): from the memory store's record of its bans, or from
-    /// Redis with `SCAN` over every master. [`Store::reset`] of a ban's key lifts it. A
-    /// boxed store answers [`StoreErrorKind::Rejected`].
+    /// [`Banned`](crate::protocol::Banned)): [`SharedState::bans`], kept here so that a
+    /// caller need not import the trait. The memory store lists its record of its bans;
+    /// Redis `SCAN`s every master; a boxed store answers what it implements.
+    /// [`Store::reset`] of a ban's key lifts it.
     pub async fn bans(
         &self,
         ban: &crate::Limit,
     ) -> Result<Vec<crate::protocol::Banned>, StoreError> {
-        match self {
-            Self::Memory(s) => Ok(s.bans(ban)),
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.bans(ban).await,
-            Self::Boxed(_) => Err(StoreError::new(
-                StoreErrorKind::Rejected,
-                "this store cannot list bans",
-            )),
-        }
-    }
-
-    /// One call of a [`SharedPacer`](crate::pacer::SharedPacer) on its scope's state. A boxed
-    /// store answers [`StoreErrorKind::Rejected`] (its workers pace locally).
-    pub(crate) async fn pace(
-        &self,
-        call: &crate::protocol::pace::PaceCall<'_>,
-    ) -> Result<crate::protocol::pace::PaceReply, StoreError> {
-        match self {
-            Self::Memory(s) => Ok(s.pace_now(call)),
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.pace(call).await,
-            Self::Boxed(_) => Err(StoreError::new(
-                StoreErrorKind::Rejected,
-                "this store keeps no pacers",
-            )),
-        }
-    }
-
-    /// Makes one change to the fleet's runtime state; the new version (`None`: the store's
-    /// state is older than `floor`, the version the caller applied). Only a shared store
-    /// keeps one: the memory store and a boxed store answer [`StoreErrorKind::Rejected`] (a
-    /// [`Fleet`](crate::fleet::Fleet) keeps their state in its own process).
-    pub(crate) async fn fleet_change(
-        &self,
-        change: crate::protocol::fleet::FleetChange<'_>,
-        floor: u64,
-    ) -> Result<Option<u64>, StoreError> {
-        #[cfg(not(feature = "redis"))]
-        let _ = (change, floor);
-        match self {
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.fleet_change(change, floor).await,
-            _ => Err(no_fleet_state()),
-        }
-    }
-
-    /// Puts back the fleet state an instance applied, when the store's is older.
-    pub(crate) async fn fleet_restore(
-        &self,
-        state: &crate::protocol::fleet::FleetState,
-    ) -> Result<u64, StoreError> {
-        #[cfg(not(feature = "redis"))]
-        let _ = state;
-        match self {
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.fleet_restore(state).await,
-            _ => Err(no_fleet_state()),
-        }
-    }
-
-    /// Drops what this process cached of `key` (a refusal, a leased slice), without a
-    /// store call: another instance reset it in the store.
-    #[cfg(feature = "redis")]
-    pub(crate) fn forget_cached(&self, key: &Key) {
-        if let Self::Redis(s) = self {
-            s.forget_cached(key);
-        }
-    }
-
-    /// Publishes an instance's heavy hitters of `limit` for `ttl` (shared stores only).
-    pub(crate) async fn top_put(
-        &self,
-        limit: &str,
-        instance: &str,
-        report: &str,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        #[cfg(not(feature = "redis"))]
-        let _ = (limit, instance, report, ttl);
-        match self {
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.top_put(limit, instance, report, ttl).await,
-            _ => Err(no_fleet_state()),
-        }
-    }
-
-    /// Every instance's live heavy hitters of `limit`: instance and report.
-    pub(crate) async fn top_read(&self, limit: &str) -> Result<Vec<(String, String)>, StoreError> {
-        #[cfg(not(feature = "redis"))]
-        let _ = limit;
-        match self {
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.top_read(limit).await,
-            _ => Err(no_fleet_state()),
-        }
-    }
-
-    /// The fleet state's version (see [`fleet_change`](Self::fleet_change)).
-    pub(crate) async fn fleet_version(&self) -> Result<u64, StoreError> {
-        match self {
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.fleet_version().await,
-            _ => Err(no_fleet_state()),
-        }
-    }
-
-    /// The whole fleet state.
-    pub(crate) async fn fleet_read(
-        &self,
-    ) -> Result<crate::protocol::fleet::FleetState, StoreError> {
-        match self {
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.fleet_read().await,
-            _ => Err(no_fleet_state()),
-        }
+        SharedState::bans(self, ban).await
     }
 
     /// Where this store counts, for logs and start-up lines: `memory`, `redis host:port`,
@@ -206,45 +96,6 @@ impl AnyStore {
     pub fn describe(&self) -> String {
         self.identity().1
     }
-}
-
-impl crate::protocol::Slots for AnyStore {
-    async fn take_slot(
-        &self,
-        key: &crate::limit::SlotKey,
-        id: u64,
-    ) -> Result<crate::protocol::Taken, StoreError> {
-        match self {
-            Self::Memory(s) => s.take_slot(key, id).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.take_slot(key, id).await,
-            Self::Boxed(_) => Err(no_slots()),
-        }
-    }
-    async fn renew_slot(&self, key: &crate::limit::SlotKey, id: u64) -> Result<bool, StoreError> {
-        match self {
-            Self::Memory(s) => s.renew_slot(key, id).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.renew_slot(key, id).await,
-            Self::Boxed(_) => Err(no_slots()),
-        }
-    }
-    async fn release_slot(&self, key: &crate::limit::SlotKey, id: u64) -> Result<(), StoreError> {
-        match self {
-            Self::Memory(s) => s.release_slot(key, id).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.release_slot(key, id).await,
-            Self::Boxed(_) => Err(no_slots()),
-        }
-    }
-}
-
-/// A boxed store holds no slots (in-flight limits need the memory or the Redis store).
-fn no_slots() -> StoreError {
-    StoreError::new(
-        StoreErrorKind::Rejected,
-        "this store holds no in-flight slots",
-    )
 }
 
 impl Store for AnyStore {
@@ -314,31 +165,79 @@ impl Store for AnyStore {
     }
 }
 
+/// Runs `$e` on the store inside, whichever it is.
+macro_rules! each {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            Self::Memory($s) => $e,
+            #[cfg(feature = "redis")]
+            Self::Redis($s) => $e,
+            Self::Boxed($s) => $e,
+        }
+    };
+}
+
 impl Dedupe for AnyStore {
     async fn first_seen(&self, id: &str, ttl: Duration) -> Result<bool, StoreError> {
-        match self {
-            Self::Memory(s) => s.first_seen(id, ttl).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.first_seen(id, ttl).await,
-            Self::Boxed(_) => Err(unsupported()),
-        }
+        each!(self, s => s.first_seen(id, ttl).await)
     }
-
     async fn release(&self, id: &str) -> Result<(), StoreError> {
-        match self {
-            Self::Memory(s) => s.release(id).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.release(id).await,
-            Self::Boxed(_) => Err(unsupported()),
-        }
+        each!(self, s => s.release(id).await)
     }
 }
 
-fn unsupported() -> StoreError {
-    StoreError::new(StoreErrorKind::Rejected, "this store does not de-duplicate")
+impl Slots for AnyStore {
+    async fn take_slot(&self, key: &SlotKey, id: u64) -> Result<Taken, StoreError> {
+        each!(self, s => s.take_slot(key, id).await)
+    }
+    async fn renew_slot(&self, key: &SlotKey, id: u64) -> Result<bool, StoreError> {
+        each!(self, s => s.renew_slot(key, id).await)
+    }
+    async fn release_slot(&self, key: &SlotKey, id: u64) -> Result<(), StoreError> {
+        each!(self, s => s.release_slot(key, id).await)
+    }
 }
 
-/// What a store without a shared fleet state answers (a `Fleet` keeps its own then).
-fn no_fleet_state() -> StoreError {
-    StoreError::new(StoreErrorKind::Rejected, "this store keeps no fleet state")
+impl SharedState for AnyStore {
+    async fn fleet_mark(&self) -> Result<FleetMark, StoreError> {
+        each!(self, s => s.fleet_mark().await)
+    }
+    async fn fleet_read(&self, after: FleetMark) -> Result<FleetRead, StoreError> {
+        each!(self, s => s.fleet_read(after).await)
+    }
+    async fn fleet_change(
+        &self,
+        change: &FleetChange,
+        held: FleetMark,
+        epoch: u64,
+    ) -> Result<Option<FleetMark>, StoreError> {
+        each!(self, s => s.fleet_change(change, held, epoch).await)
+    }
+    async fn fleet_restore(&self, state: &FleetState) -> Result<FleetMark, StoreError> {
+        each!(self, s => s.fleet_restore(state).await)
+    }
+    async fn fleet_notices(&self, timeout: Duration) -> Result<FleetNotices, StoreError> {
+        each!(self, s => s.fleet_notices(timeout).await)
+    }
+    async fn hitters_put(
+        &self,
+        limit: &str,
+        instance: &str,
+        report: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.hitters_put(limit, instance, report, ttl).await)
+    }
+    async fn hitters_read(&self, limit: &str) -> Result<Vec<(String, String)>, StoreError> {
+        each!(self, s => s.hitters_read(limit).await)
+    }
+    async fn pace(&self, call: &PaceCall<'_>) -> Result<PaceReply, StoreError> {
+        each!(self, s => SharedState::pace(s, call).await)
+    }
+    async fn bans(&self, ban: &Limit) -> Result<Vec<Banned>, StoreError> {
+        each!(self, s => SharedState::bans(s, ban).await)
+    }
+    fn forget_cached(&self, key: &Key) {
+        each!(self, s => SharedState::forget_cached(s, key));
+    }
 }

@@ -1,4 +1,5 @@
-//! [`BoxStore`]: any [`Store`] behind one cheap, cloneable handle.
+//! [`BoxStore`]: any [`Store`] behind one cheap, cloneable handle, and what it shares
+//! beyond checks when it implements that too ([`BoxStore::with_shared`]).
 
 use std::fmt;
 use std::future::Future;
@@ -8,6 +9,11 @@ use std::sync::Arc;
 use crate::chain::{Chain, Check};
 use crate::key::Key;
 use crate::protocol::{ChainDecision, Decision, Domains, KeyState, Reservation, Store, StoreError};
+use crate::protocol::{Dedupe, SharedState, Slots};
+
+mod shared;
+
+use shared::DynShared;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -56,18 +62,46 @@ impl<S: Store> DynStore for S {
 }
 
 /// Any [`Store`] behind a cheap, cloneable handle (one allocation per call).
+///
+/// [`BoxStore::new`] boxes the checks: asked for the fleet's state, in-flight slots or
+/// de-duplication, it answers [`StoreErrorKind::Unsupported`](crate::store::StoreErrorKind::Unsupported).
+/// [`BoxStore::with_shared`] boxes a store that implements [`SharedState`], [`Slots`] and
+/// [`Dedupe`] too (each may keep their defaults), and forwards every one of them.
 #[derive(Clone)]
 pub struct BoxStore {
     inner: Arc<dyn DynStore>,
+    /// Behind one more pointer: a `BoxStore` is as small as the other stores' handles.
+    extra: Arc<Extra>,
+}
+
+struct Extra {
+    shared: Option<Arc<dyn DynShared>>,
     name: &'static str,
 }
 
 impl BoxStore {
-    /// Wraps a store.
+    /// Wraps a store's checks.
     pub fn new<S: Store>(store: S) -> Self {
         Self {
             inner: Arc::new(store),
-            name: std::any::type_name::<S>(),
+            extra: Arc::new(Extra {
+                shared: None,
+                name: std::any::type_name::<S>(),
+            }),
+        }
+    }
+
+    /// Wraps a store that carries what instances share too: the fleet, heavy hitters, the
+    /// shared pacer, bans listed ([`SharedState`]), in-flight slots ([`Slots`]) and
+    /// de-duplication ([`Dedupe`]).
+    pub fn with_shared<S: Store + SharedState + Slots + Dedupe>(store: S) -> Self {
+        let store = Arc::new(store);
+        Self {
+            inner: store.clone(),
+            extra: Arc::new(Extra {
+                shared: Some(store),
+                name: std::any::type_name::<S>(),
+            }),
         }
     }
 }
@@ -81,7 +115,7 @@ impl BoxStore {
 
 impl fmt::Debug for BoxStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("BoxStore").field(&self.name).finish()
+        f.debug_tuple("BoxStore").field(&self.extra.name).finish()
     }
 }
 

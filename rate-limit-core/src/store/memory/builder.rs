@@ -84,6 +84,7 @@ impl MemoryStoreBuilder {
                 slots: Mutex::new(HashMap::new()),
                 bans: Mutex::new(HashMap::new()),
                 pacers: Mutex::new(HashMap::new()),
+                fleet: Mutex::default(),
             }),
         })
     }

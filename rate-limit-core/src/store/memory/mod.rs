@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 mod builder;
 mod chain;
+mod fleet;
 mod seen;
 mod shard;
 mod side;
@@ -103,6 +104,8 @@ struct MemoryInner {
     /// Shared pacers: by pacer and scope, the state, the workers (id, lapses at, µs) and
     /// when the state lapses (µs).
     pacers: Mutex<HashMap<String, Pacer>>,
+    /// The fleet's state, its log, its readers and the heavy-hitter reports.
+    fleet: Mutex<fleet::Fleetwide>,
 }
 
 impl fmt::Debug for MemoryStore {

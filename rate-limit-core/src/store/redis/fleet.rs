@@ -1,10 +1,14 @@
-//! The fleet's runtime state on Redis (`fleet.lua`): one hash, `<prefix>:{x.fleet}:runtime`
-//! (one slot on a Cluster), its version in the field `#v`. A change is one `EVAL`, which
-//! also publishes the new version on `<prefix>:{x.fleet}:changes`; readers ask the version
-//! (`HGET`) and read the whole state (`HGETALL`) when it moved, on a period and whenever a
-//! notice arrives. The hash has no TTL: it is the operators' settings, kept until they
-//! change them.
+//! The fleet's runtime state on Redis: one hash, `<prefix>:{x.fleet}:runtime`, its version
+//! in the field `#v` and its epoch in `#e`, and the log of its latest changes,
+//! `<prefix>:{x.fleet}:log` (a hash from version to the change's text; one slot on a
+//! Cluster). A change is one `EVAL` (`fleet.lua`), which also publishes the new version on
+//! `<prefix>:{x.fleet}:changes`; readers ask the mark on their period and whenever a notice
+//! arrives, and read what changed since theirs when it moved (`fleet_read.lua`). The
+//! entries and the log's changes are in the codec's text
+//! ([`codec`](crate::protocol::fleet::codec)). The hash has no TTL: it is the operators'
+//! settings, kept until they change them.
 
+use std::future::Future as _;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -13,167 +17,232 @@ use redis::Value;
 
 use super::RedisStore;
 use super::error::{bad_answer, store_error};
-use super::script::{FLEET_LUA, FLEET_RESTORE_LUA, int};
+use super::script::{FLEET_LUA, FLEET_READ_LUA, FLEET_RESTORE_LUA};
 use crate::protocol::StoreError;
-use crate::protocol::fleet::{FleetChange, FleetNotice, FleetState};
+use crate::protocol::fleet::codec::{self, Write};
+use crate::protocol::fleet::{
+    FleetChange, FleetMark, FleetNotices, FleetNotifier, FleetRead, FleetState,
+};
 
-/// The field holding the state's version.
+/// The field holding the state's version, and its epoch's.
 const VERSION: &str = "#v";
+const EPOCH: &str = "#e";
+/// How many changes the log keeps: a reader further behind reads the whole state.
+const LOG_KEPT: u64 = 1_024;
 
 impl RedisStore {
-    fn fleet_key(&self) -> String {
-        format!("{}:{{x.fleet}}:runtime", self.inner.prefix)
+    fn fleet_keys(&self) -> [String; 2] {
+        let p = &self.inner.prefix;
+        [
+            format!("{p}:{{x.fleet}}:runtime"),
+            format!("{p}:{{x.fleet}}:log"),
+        ]
     }
 
     fn fleet_channel(&self) -> String {
         format!("{}:{{x.fleet}}:changes", self.inner.prefix)
     }
 
-    /// One command on the state's hash (routed by its key on a Cluster).
-    async fn fleet_query(&self, cmd: &redis::Cmd, key: &str) -> Result<Value, StoreError> {
-        self.inner.conn.query(cmd, key).await.map_err(store_error)
-    }
-
-    /// Makes one change; the new version, or `None` when the hash is older than `floor`
-    /// (the version the instance applied: the store lost changes, to restore first).
-    pub(crate) async fn fleet_change(
+    /// One script on the state's keys (routed by them on a Cluster).
+    async fn fleet_eval(
         &self,
-        change: FleetChange<'_>,
-        floor: u64,
-    ) -> Result<Option<u64>, StoreError> {
-        // Changes are an operator's, rare: the script is sent whole (`EVAL`), so it needs no
-        // script cache and takes arguments as text.
-        let key = self.fleet_key();
-        let (op, field, value, event) = match change {
-            FleetChange::Set(f, v) => ("set", f, v, ""),
-            FleetChange::Remove(f) => ("del", f, "", ""),
-            FleetChange::Event(e) => ("event", "", "", e),
-        };
+        code: &str,
+        args: impl FnOnce(&mut redis::Cmd),
+    ) -> Result<Value, StoreError> {
+        // The fleet's scripts are an operator's or a period's, rare: sent whole (`EVAL`),
+        // they need no script cache and take arguments as text.
+        let keys = self.fleet_keys();
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(FLEET_LUA)
-            .arg(1)
-            .arg(&key)
-            .arg(op)
-            .arg(field)
-            .arg(value)
-            .arg(self.fleet_channel())
-            .arg(event)
-            .arg(floor);
-        match self.fleet_query(&cmd, &key).await? {
-            Value::Int(-1) => Ok(None),
-            Value::Int(n) => u64::try_from(n).map(Some).map_err(|_| bad_answer()),
+        cmd.arg(code).arg(2).arg(&keys[0]).arg(&keys[1]);
+        args(&mut cmd);
+        self.inner
+            .conn
+            .query(&cmd, &keys[0])
+            .await
+            .map_err(store_error)
+    }
+
+    pub(super) async fn fleet_mark(&self) -> Result<FleetMark, StoreError> {
+        let v = self
+            .fleet_eval(FLEET_READ_LUA, |c| {
+                c.arg("").arg(-1);
+            })
+            .await?;
+        Ok(answer(&v)?.0)
+    }
+
+    pub(super) async fn fleet_read(&self, after: FleetMark) -> Result<FleetRead, StoreError> {
+        let v = self
+            .fleet_eval(FLEET_READ_LUA, |c| {
+                c.arg(after.epoch.to_string()).arg(after.version);
+            })
+            .await?;
+        let (mark, how, rest) = answer(&v)?;
+        match how.as_str() {
+            "since" => Ok(FleetRead::Since {
+                mark,
+                changes: rest
+                    .iter()
+                    .map(|t| codec::decode_change(t))
+                    .collect::<Result<_, _>>()?,
+            }),
+            "whole" => {
+                let mut entries = Vec::new();
+                for kv in rest.chunks(2) {
+                    let [field, value] = kv else {
+                        return Err(bad_answer());
+                    };
+                    if field != VERSION && field != EPOCH {
+                        entries.push(codec::decode_entry(field, value)?);
+                    }
+                }
+                Ok(FleetRead::Whole(FleetState { mark, entries }))
+            }
             _ => Err(bad_answer()),
         }
     }
 
-    /// Puts `state` back when the hash is older (see `fleet_restore.lua`); the hash's
-    /// version after.
-    pub(crate) async fn fleet_restore(&self, state: &FleetState) -> Result<u64, StoreError> {
-        let key = self.fleet_key();
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(FLEET_RESTORE_LUA)
-            .arg(1)
-            .arg(&key)
-            .arg(state.version)
-            .arg(self.fleet_channel());
-        for (field, value) in &state.entries {
-            cmd.arg(field).arg(value);
+    pub(super) async fn fleet_change(
+        &self,
+        change: &FleetChange,
+        held: FleetMark,
+        epoch: u64,
+    ) -> Result<Option<FleetMark>, StoreError> {
+        let (op, field, value) = match codec::write(change) {
+            Write::Set(f, v) => ("set", f, v),
+            Write::Remove(f) => ("del", f, String::new()),
+            Write::Nothing => ("none", String::new(), String::new()),
+        };
+        let v = self
+            .fleet_eval(FLEET_LUA, |c| {
+                c.arg(op)
+                    .arg(field)
+                    .arg(value)
+                    .arg(self.fleet_channel())
+                    .arg(codec::encode_change(change))
+                    .arg(held.version)
+                    .arg(epoch.to_string())
+                    .arg(LOG_KEPT);
+            })
+            .await?;
+        match &v {
+            Value::Array(a) if matches!(a.first(), Some(Value::Int(-1))) => Ok(None),
+            _ => mark_of(&v).map(Some),
         }
-        match self.fleet_query(&cmd, &key).await? {
-            Value::Int(n) => u64::try_from(n).map_err(|_| bad_answer()),
-            _ => Err(bad_answer()),
-        }
+    }
+
+    pub(super) async fn fleet_restore(&self, state: &FleetState) -> Result<FleetMark, StoreError> {
+        let v = self
+            .fleet_eval(FLEET_RESTORE_LUA, |c| {
+                c.arg(state.mark.version)
+                    .arg(state.mark.epoch.to_string())
+                    .arg(self.fleet_channel());
+                for (field, value) in state.entries.iter().filter_map(codec::encode_entry) {
+                    c.arg(field).arg(value);
+                }
+            })
+            .await?;
+        mark_of(&v)
     }
 
     /// A subscriber to the state's notices, on a connection of its own to the server that
     /// holds the state (on a Cluster, the master owning its slot; behind Sentinels, the
-    /// primary). Ends when that connection does.
-    pub(crate) async fn fleet_listen(&self, timeout: Duration) -> Result<FleetFeed, StoreError> {
+    /// primary). Its notices end when that connection does.
+    pub(super) async fn fleet_notices(
+        &self,
+        timeout: Duration,
+    ) -> Result<FleetNotices, StoreError> {
         let subscribe = async {
-            let client = self.inner.conn.client_for(&self.fleet_key()).await?;
+            let client = self.inner.conn.client_for(&self.fleet_keys()[0]).await?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(self.fleet_channel()).await?;
             Ok::<_, redis::RedisError>(pubsub.into_on_message())
         };
-        match tokio::time::timeout(timeout, subscribe).await {
-            Ok(Ok(stream)) => Ok(FleetFeed { stream }),
-            Ok(Err(e)) => Err(store_error(e)),
-            Err(_) => Err(store_error(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "subscribing timed out",
-            )))),
-        }
-    }
-
-    /// The state's version (0 before the first change).
-    pub(crate) async fn fleet_version(&self) -> Result<u64, StoreError> {
-        let key = self.fleet_key();
-        let mut cmd = redis::cmd("HGET");
-        cmd.arg(&key).arg(VERSION);
-        let v = self.fleet_query(&cmd, &key).await?;
-        match v {
-            Value::Nil => Ok(0),
-            Value::Int(_) => Ok(int(Some(&v))),
-            Value::BulkString(b) => std::str::from_utf8(&b)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(bad_answer),
-            _ => Err(bad_answer()),
-        }
-    }
-
-    /// The whole state.
-    pub(crate) async fn fleet_read(&self) -> Result<FleetState, StoreError> {
-        let key = self.fleet_key();
-        let mut cmd = redis::cmd("HGETALL");
-        cmd.arg(&key);
-        let v = self.fleet_query(&cmd, &key).await?;
-        let text = |v: &Value| match v {
-            Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-            Value::SimpleString(s) => Some(s.clone()),
-            _ => None,
-        };
-        let pairs: Vec<(String, String)> = match v {
-            Value::Map(m) => m
-                .iter()
-                .filter_map(|(k, v)| Some((text(k)?, text(v)?)))
-                .collect(),
-            Value::Array(a) => a
-                .chunks(2)
-                .filter_map(|kv| Some((text(kv.first()?)?, text(kv.get(1)?)?)))
-                .collect(),
-            Value::Nil => Vec::new(),
-            _ => return Err(bad_answer()),
-        };
-        let mut state = FleetState::default();
-        for (k, v) in pairs {
-            if k == VERSION {
-                state.version = v.parse().map_err(|_| bad_answer())?;
-            } else {
-                state.entries.push((k, v));
+        let stream = match tokio::time::timeout(timeout, subscribe).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(store_error(e)),
+            Err(_) => {
+                return Err(store_error(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "subscribing timed out",
+                ))));
             }
-        }
-        Ok(state)
+        };
+        let (tx, rx) = FleetNotices::channel();
+        tokio::spawn(forward(stream, tx));
+        Ok(rx)
     }
 }
 
-/// The notices a subscriber receives.
-pub(crate) struct FleetFeed {
-    stream: redis::aio::PubSubStream,
-}
-
-impl std::fmt::Debug for FleetFeed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FleetFeed").finish_non_exhaustive()
-    }
-}
-
-impl FleetFeed {
-    /// The next notice; `None` when the connection ended. A message that is not a notice
-    /// (someone else publishing on the channel) is `Some(None)`: it still prompts a read.
-    pub(crate) async fn next(&mut self) -> Option<Option<FleetNotice>> {
-        let msg = std::future::poll_fn(|cx| Pin::new(&mut self.stream).poll_next(cx)).await?;
+/// Passes the subscriber's messages on until its connection ends or the reader is gone. A
+/// message that is not a version (someone else publishing) still prompts a read.
+async fn forward(mut stream: redis::aio::PubSubStream, tx: FleetNotifier) {
+    let mut closed = std::pin::pin!(tx.closed());
+    loop {
+        let next = std::future::poll_fn(|cx| {
+            if closed.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(None);
+            }
+            Pin::new(&mut stream).poll_next(cx).map(Some)
+        })
+        .await;
+        let Some(Some(msg)) = next else {
+            return;
+        };
         let text: Option<String> = msg.get_payload().ok();
-        Some(text.as_deref().and_then(FleetNotice::parse))
+        let version = text
+            .as_deref()
+            .and_then(|t| t.split(' ').next()?.parse().ok())
+            .unwrap_or(0);
+        if !tx.notify(version) {
+            return;
+        }
+    }
+}
+
+/// `{version, epoch}`.
+fn mark_of(v: &Value) -> Result<FleetMark, StoreError> {
+    let Value::Array(a) = v else {
+        return Err(bad_answer());
+    };
+    match (a.first(), a.get(1)) {
+        (Some(Value::Int(n)), Some(e)) => Ok(FleetMark {
+            version: u64::try_from(*n).map_err(|_| bad_answer())?,
+            epoch: text(e)
+                .and_then(|t| t.parse().ok())
+                .ok_or_else(codec::corrupt)?,
+        }),
+        _ => Err(bad_answer()),
+    }
+}
+
+/// `{version, epoch, how, {texts}}`.
+fn answer(v: &Value) -> Result<(FleetMark, String, Vec<String>), StoreError> {
+    let mark = mark_of(v)?;
+    let Value::Array(a) = v else {
+        return Err(bad_answer());
+    };
+    let how = a.get(2).and_then(text).ok_or_else(bad_answer)?;
+    let rest = match a.get(3) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| text(i).ok_or_else(bad_answer))
+            .collect::<Result<_, _>>()?,
+        Some(Value::Map(m)) => m
+            .iter()
+            .flat_map(|(k, v)| [text(k), text(v)])
+            .map(|t| t.ok_or_else(bad_answer))
+            .collect::<Result<_, _>>()?,
+        Some(Value::Nil) | None => Vec::new(),
+        _ => return Err(bad_answer()),
+    };
+    Ok((mark, how, rest))
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
     }
 }

@@ -29,6 +29,7 @@ mod in_flight;
 mod keys;
 mod lease;
 mod pace;
+mod shared;
 mod top;
 
 mod script;
@@ -43,7 +44,6 @@ use check::Held;
 use conn::Conn;
 use deny::DenyCache;
 use error::{bad_answer, store_error};
-pub(crate) use fleet::FleetFeed;
 use lease::{Leases, Take, Taking, Units};
 use script::{Invocation, REFUND_LUA, ScriptMode, mark_bans, push_lease, push_params};
 pub use verify::{ServerVersion, Verified, VerifyError};
@@ -108,7 +108,7 @@ impl RedisStore {
     }
 
     /// Drops what this process cached of `key`: its refusal and its leased slice.
-    pub(crate) fn forget_cached(&self, key: &Key) {
+    pub(super) fn forget_cached(&self, key: &Key) {
         if let Some(cache) = &self.inner.deny {
             cache.forget(&key.digest());
         }

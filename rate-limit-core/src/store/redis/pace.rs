@@ -15,7 +15,7 @@ use crate::protocol::pace::{PaceCall, PaceOp, PaceReply};
 impl RedisStore {
     /// One call of a shared pacer (`pacer.lua`): keys `<prefix>:{<scope>}:pacer:<name>` and
     /// `…:pacer-workers:<name>`, one slot.
-    pub(crate) async fn pace(&self, call: &PaceCall<'_>) -> Result<PaceReply, StoreError> {
+    pub(super) async fn pace(&self, call: &PaceCall<'_>) -> Result<PaceReply, StoreError> {
         // Boxed, as `check` is: a shallow future for callers that must prove `Send`.
         let fut: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(self.pace_call(call));
         fut.await

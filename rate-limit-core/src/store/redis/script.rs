@@ -25,6 +25,7 @@ pub(super) const SLOTS_LUA: &str = include_str!("slots.lua");
 pub(super) const PACER_LUA: &str = include_str!("pacer.lua");
 pub(super) const FLEET_LUA: &str = include_str!("fleet.lua");
 pub(super) const FLEET_RESTORE_LUA: &str = include_str!("fleet_restore.lua");
+pub(super) const FLEET_READ_LUA: &str = include_str!("fleet_read.lua");
 pub(super) const TOP_PUT_LUA: &str = include_str!("top_put.lua");
 /// The largest cost sent: Lua's doubles stay exact below 2^52.
 const COST_CAP: u64 = 1 << 52;

@@ -19,7 +19,7 @@ impl RedisStore {
     }
 
     /// Publishes `instance`'s report of `limit`, kept for `ttl`.
-    pub(crate) async fn top_put(
+    pub(super) async fn top_put(
         &self,
         limit: &str,
         instance: &str,
@@ -44,7 +44,7 @@ impl RedisStore {
     }
 
     /// Every live report of `limit`: instance and report.
-    pub(crate) async fn top_read(&self, limit: &str) -> Result<Vec<(String, String)>, StoreError> {
+    pub(super) async fn top_read(&self, limit: &str) -> Result<Vec<(String, String)>, StoreError> {
         let set = self.top_key(limit);
         let mut range = redis::cmd("ZRANGE");
         range.arg(&set).arg(0).arg(-1);

@@ -1,7 +1,12 @@
-//! Test utilities (feature `test-util`): a store that fails on demand, and a capture of
-//! every `tracing` event.
+//! Test utilities (feature `test-util`): a store that fails on demand, a capture of
+//! every `tracing` event, and the shared-state conformance suite a store of your own can
+//! run ([`shared_state`]).
 
 #![allow(unreachable_pub)]
+
+mod shared;
+
+pub use shared::shared_state;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

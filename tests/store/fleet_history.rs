@@ -1,0 +1,132 @@
+//! The fleet's history across a store that lost its state (the third probe's case): Redis
+//! restarts empty while instances A–C, which applied version 2, are cut off; a new
+//! instance D makes one change (version 1 of a new epoch), or two (version 2, the same
+//! number as A–C's). When A–C read again they find another history and apply the store's:
+//! D's acknowledged change is kept, and every instance ends on one state and one mark. On
+//! a standalone Redis (restarted) and behind Sentinels (the primary emptied, as a restart
+//! without persistence leaves it, and the replica with it).
+
+use std::time::Duration;
+
+use ratekeeper_core::fleet::Fleet;
+use ratekeeper_core::{AnyStore, Limit, Principal, RedisStore};
+use ratekeeper_tests::redis::{RedisSentinels, RedisServer, SENTINEL_MASTER};
+
+/// An instance that reads only when told to (`sync`): cut off between its reads.
+fn instance(store: AnyStore, name: &str) -> (Limit, Fleet) {
+    let limit = Limit::fixed_window(name, 10, Duration::from_secs(60)).unwrap();
+    (limit.clone(), Fleet::new(store, [limit]))
+}
+
+/// Runs the case; `empty` empties the store; D makes `changes_by_d` changes. Returns the
+/// state's field `q:<name>` as the store holds it, read by `raw`.
+async fn restart_case(
+    store: impl Fn() -> AnyStore,
+    empty: impl FnOnce(),
+    changes_by_d: usize,
+    name: &str,
+) {
+    let old: Vec<(Limit, Fleet)> = (0..3).map(|_| instance(store(), name)).collect();
+    for (_, f) in &old {
+        f.sync().await.unwrap();
+    }
+    let a = &old[0].1;
+    a.set_quota(name, 3).await.unwrap();
+    a.set_override(name, &Principal::participant("vip"), 6)
+        .await
+        .unwrap();
+    for (_, f) in &old {
+        assert_eq!(f.sync().await.unwrap(), 2);
+    }
+    let before = a.applied();
+    empty();
+    let (d_limit, d) = instance(store(), name);
+    // D reads until the store answers again (a restart takes a moment to accept).
+    while d.sync().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(d.applied().version, 0, "D found the store empty");
+    assert_eq!(
+        d.set_quota(name, 7).await.unwrap(),
+        1,
+        "answered: version 1"
+    );
+    if changes_by_d == 2 {
+        d.set_override(name, &Principal::participant("guest"), 9)
+            .await
+            .unwrap();
+    }
+    let d_mark = d.applied();
+    assert_ne!(
+        d_mark.epoch, before.epoch,
+        "a new history, with its own epoch"
+    );
+    for (limit, f) in &old {
+        // Its connection broke with the restart: it reads again until the store answers.
+        while f.sync().await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let got = f.applied();
+        assert_eq!(
+            (got.epoch, got.version),
+            (d_mark.epoch, d_mark.version),
+            "A–C are on the store's history"
+        );
+        assert_eq!(limit.quota(), 7, "D's acknowledged change is kept");
+        assert_eq!(
+            limit.overrides(),
+            d_limit.overrides(),
+            "one state everywhere"
+        );
+    }
+    assert_eq!(d_limit.quota(), 7);
+    // D reads again: nothing was put back over its change.
+    while d.sync().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(d_limit.quota(), 7);
+    assert_eq!(
+        (d.applied().epoch, d.applied().version),
+        (d_mark.epoch, d_mark.version)
+    );
+}
+
+#[tokio::test]
+async fn after_a_restart_a_new_instances_change_is_kept_by_every_instance_on_redis() {
+    for changes in [1, 2] {
+        let mut redis = RedisServer::start();
+        let url = redis.url();
+        let store = || AnyStore::Redis(RedisStore::builder(url.clone()).build().unwrap());
+        let name = format!("history-{changes}");
+        restart_case(store, || redis.restart(), changes, &name).await;
+        assert_eq!(
+            redis
+                .cli(&["HGET", "rl:v2:{x.fleet}:runtime", &format!("q:{name}")])
+                .trim(),
+            "7"
+        );
+    }
+}
+
+#[tokio::test]
+async fn after_the_state_is_lost_a_new_instances_change_is_kept_behind_sentinels() {
+    for changes in [1, 2] {
+        let s = RedisSentinels::start();
+        let store = || {
+            AnyStore::Redis(
+                RedisStore::sentinel_builder(s.urls(), SENTINEL_MASTER)
+                    .build()
+                    .unwrap(),
+            )
+        };
+        let primary = s.primary_port().unwrap();
+        let server = s.servers.iter().find(|r| r.port() == primary).unwrap();
+        let name = format!("sentinel-history-{changes}");
+        let empty = || {
+            server.cli(&["FLUSHALL"]);
+        };
+        restart_case(store, empty, changes, &name).await;
+        let raw = server.cli(&["HGET", "rl:v2:{x.fleet}:runtime", &format!("q:{name}")]);
+        assert_eq!(raw.trim(), "7");
+    }
+}
