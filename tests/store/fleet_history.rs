@@ -130,3 +130,31 @@ async fn after_the_state_is_lost_a_new_instances_change_is_kept_behind_sentinels
         assert_eq!(raw.trim(), "7");
     }
 }
+
+/// What the store holds is read, not trusted to decode: a log line or an entry written by
+/// hand (or by a newer release) fails the read with a stable code (`corrupt`), applies
+/// nothing, and the instance keeps what it applied and says why.
+#[tokio::test]
+async fn a_stored_change_that_does_not_decode_is_an_error_and_applied_nowhere() {
+    let redis = RedisServer::start();
+    let name = "corrupt";
+    let (_, a) = instance(redis.store(), name);
+    let (limit, b) = instance(redis.store(), name);
+    a.set_quota(name, 4).await.unwrap();
+    b.sync().await.unwrap();
+    assert_eq!(limit.quota(), 4);
+    // A log line that does not decode: B, one version behind, reads it.
+    a.set_quota(name, 5).await.unwrap();
+    redis.cli(&["HSET", "rl:v2:{x.fleet}:log", "2", "set\nq:corrupt"]);
+    let e = b.sync().await.unwrap_err();
+    assert_eq!(e.kind().as_str(), "corrupt");
+    assert_eq!(limit.quota(), 4, "nothing applied");
+    assert!(b.applied().error.unwrap().contains("corrupt"));
+    // An entry that does not decode: read whole (the log no longer covers B's version).
+    redis.cli(&["HDEL", "rl:v2:{x.fleet}:log", "2"]);
+    redis.cli(&["HSET", "rl:v2:{x.fleet}:runtime", "q:corrupt", "forty"]);
+    let e = b.sync().await.unwrap_err();
+    assert_eq!(e.kind().as_str(), "corrupt");
+    assert_eq!(limit.quota(), 4, "nothing applied");
+    assert_eq!(b.applied().version, 1);
+}

@@ -5,6 +5,8 @@
 //! in [`codec`](self::codec): one encoder, one decoder.
 
 pub mod codec;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 
