@@ -3,12 +3,15 @@
 //! `INCR` + `EXPIRE`, the same redis crate: the floor) and throttle-kit (GCRA on Redis).
 //! limitador is not here yet: its Redis storages need its RocksDB feature to build.
 //!
-//! Two workloads, nothing refused: one fixed window of 1 000 000 per 60 s over 10 000
-//! uniform keys; and a chain, per user then per IP (10 000 users, 1 000 addresses, ten
-//! users each; 1 000 000 and 10 000 000 per 60 s). For the chain, the floor is the minimal
-//! all-or-nothing script (`GET` both, then `INCR` + `EXPIRE` both) and throttle-kit checks
-//! the user, then the address (two calls, not all-or-nothing: a refusal by the address
-//! still charges the user). Each case runs `SECS` seconds (default 20) at 1, 8 and 32
+//! Five workloads, nothing refused, each a minute's quota of 1 000 000 over 10 000 uniform
+//! keys: `one` fixed window; a `chain`, per user then per IP (10 000 users, 1 000
+//! addresses, ten users each; 1 000 000 and 10 000 000 per 60 s); a `sliding` window; a
+//! sliding `log`; a token `bucket`. Each against its minimal form on Redis (`minimal.rs`:
+//! `INCR` + `EXPIRE`; for the chain the minimal all-or-nothing script, `GET` both, then
+//! `INCR` + `EXPIRE` both; two counters; a sorted set; one GCRA value). throttle-kit (GCRA)
+//! runs the fixed window, the chain and the bucket: for the chain it checks the user, then
+//! the address (two calls, not all-or-nothing: a refusal by the address still charges the
+//! user). Each case runs `SECS` seconds (default 20) at 1, 8 and 32
 //! tasks, the peers interleaved, `REPS` repetitions (default 3); printed per case: checks/s, client CPU per
 //! check (this process), Redis CPU per check (`/proc/PID/stat` of the server), p50/p99, and
 //! commands per check (`INFO commandstats`, which also counts the commands a script runs
@@ -16,8 +19,9 @@
 //! the scatter (min–max of the ratios). A last run counts over-admission: a limit of 100,
 //! 32 tasks, 10 keys: what each peer admitted per key.
 //!
-//! `cargo bench --manifest-path peers/Cargo.toml` (`SECS=5 REPS=1` for a quick look;
-//! `WORKLOADS=one` or `chain` for one of the two).
+//! `cargo bench --manifest-path peers/Cargo.toml` runs `one` and `chain`; `WORKLOADS=` names
+//! the ones to run (`one,chain,sliding,log,bucket`); run one a time to keep each run under
+//! ten minutes (`SECS=5 REPS=1` for a quick look).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +30,42 @@ use std::time::{Duration, Instant};
 
 use ratekeeper_core::{Chain, Limit, Principal, RedisStore, Store};
 use ratekeeper_testkit::redis::RedisServer;
+
+#[path = "minimal.rs"]
+mod minimal;
+
+/// What a run checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Workload {
+    One,
+    Chain,
+    Sliding,
+    Log,
+    Bucket,
+}
+
+impl Workload {
+    fn parse(name: &str) -> Self {
+        match name.trim() {
+            "one" => Self::One,
+            "chain" => Self::Chain,
+            "sliding" => Self::Sliding,
+            "log" => Self::Log,
+            "bucket" => Self::Bucket,
+            other => panic!("WORKLOADS: no workload {other:?} (one, chain, sliding, log, bucket)"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::One => "one",
+            Self::Chain => "chain",
+            Self::Sliding => "sliding",
+            Self::Log => "log",
+            Self::Bucket => "bucket",
+        }
+    }
+}
 
 const KEYS: u64 = 10_000;
 const QUOTA: u64 = 1_000_000;
@@ -37,12 +77,7 @@ const ADDRESSES: u64 = 1_000;
 #[derive(Clone)]
 enum Peer {
     Ours(RedisStore, Limit, Limit),
-    Floor(
-        redis::aio::MultiplexedConnection,
-        redis::Script,
-        redis::Script,
-        u64,
-    ),
+    Floor(redis::aio::MultiplexedConnection, redis::Script, u64),
     ThrottleKit(
         Arc<throttle_kit::RedisBackend>,
         throttle_kit::Quota,
@@ -50,59 +85,68 @@ enum Peer {
     ),
 }
 
-/// The minimal all-or-nothing chain of two fixed windows.
-const FLOOR_CHAIN_LUA: &str = "local a = tonumber(redis.call('GET', KEYS[1]) or '0') \
-    local b = tonumber(redis.call('GET', KEYS[2]) or '0') \
-    if a >= tonumber(ARGV[1]) or b >= tonumber(ARGV[2]) then return 0 end \
-    if redis.call('INCR', KEYS[1]) == 1 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end \
-    if redis.call('INCR', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[3]) end \
-    return 1";
-
 /// The address of user `k` in the chain: 1 000 of them, ten users each.
 fn address(k: u64) -> std::net::IpAddr {
     let a = k % ADDRESSES;
     std::net::IpAddr::from([10, 0, (a >> 8) as u8, a as u8])
 }
 
-const FLOOR_LUA: &str = "local n = redis.call('INCR', KEYS[1]) \
-    if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end \
-    if n > tonumber(ARGV[1]) then return 0 end return 1";
+/// A member unique to each request of the log's minimal form.
+static MEMBER: AtomicU64 = AtomicU64::new(0);
 
 impl Peer {
-    /// One check of key `k` (with `chain`: user `k`, then their address): whether it was
+    /// One check of key `k` (in the chain: user `k`, then their address): whether it was
     /// admitted.
-    async fn check(&self, k: u64, chain: bool) -> bool {
+    async fn check(&self, k: u64, w: Workload) -> bool {
         match self {
             Self::Ours(store, limit, per_ip) => {
                 let mut c = Chain::new().check(limit, Principal::user(format!("u{k}")));
-                if chain {
+                if w == Workload::Chain {
                     c = c.check(per_ip, Principal::ip(address(k)));
                 }
                 store.check(&c).await.is_ok_and(|d| d.is_allowed())
             }
-            Self::Floor(con, one, two, quota) => {
+            Self::Floor(con, script, quota) => {
                 let mut con = con.clone();
-                let r: redis::RedisResult<i64> = if chain {
-                    two.key(format!("floor:{{u{k}}}:w"))
+                let mut call = script.prepare_invoke();
+                match w {
+                    Workload::One => call
+                        .key(format!("floor:{{u{k}}}:w"))
+                        .arg(*quota)
+                        .arg(WINDOW),
+                    Workload::Chain => call
+                        .key(format!("floor:{{u{k}}}:w"))
                         .key(format!("floor:{{ip{}}}:w", k % ADDRESSES))
                         .arg(*quota)
                         .arg(*quota * 10)
-                        .arg(WINDOW)
-                        .invoke_async(&mut con)
-                        .await
-                } else {
-                    one.key(format!("floor:{{u{k}}}:w"))
+                        .arg(WINDOW),
+                    Workload::Sliding => {
+                        let (cur, prev, weight) = minimal::windows(WINDOW);
+                        call.key(format!("floor:{{u{k}}}:s:{cur}"))
+                            .key(format!("floor:{{u{k}}}:s:{prev}"))
+                            .arg(*quota)
+                            .arg(weight)
+                            .arg(WINDOW * 2)
+                    }
+                    Workload::Log => call
+                        .key(format!("floor:{{u{k}}}:log"))
                         .arg(*quota)
-                        .arg(WINDOW)
-                        .invoke_async(&mut con)
-                        .await
+                        .arg(WINDOW * 1_000_000)
+                        .arg(MEMBER.fetch_add(1, Ordering::Relaxed)),
+                    Workload::Bucket => {
+                        let interval = WINDOW * 1_000_000 / *quota;
+                        call.key(format!("floor:{{u{k}}}:b"))
+                            .arg(interval)
+                            .arg(interval * (*quota - 1))
+                    }
                 };
+                let r: redis::RedisResult<i64> = call.invoke_async(&mut con).await;
                 r.is_ok_and(|v| v == 1)
             }
             Self::ThrottleKit(b, q, per_ip) => {
                 use throttle_kit::RateLimitBackend;
                 let user = b.check(&format!("tk:u{k}"), q).await.allowed;
-                if !chain || !user {
+                if w != Workload::Chain || !user {
                     return user;
                 }
                 b.check(&format!("tk:ip{}", k % ADDRESSES), per_ip)
@@ -113,31 +157,46 @@ impl Peer {
     }
 }
 
-async fn peers(url: &str, quota: u64) -> Vec<(&'static str, Peer)> {
-    let limit = Limit::fixed_window("peers", quota, Duration::from_secs(WINDOW)).unwrap();
-    let per_ip = Limit::fixed_window("peers-ip", quota * 10, Duration::from_secs(WINDOW)).unwrap();
+async fn peers(url: &str, quota: u64, w: Workload) -> Vec<(&'static str, Peer)> {
+    let window = Duration::from_secs(WINDOW);
+    let limit = match w {
+        Workload::One | Workload::Chain => Limit::fixed_window("peers", quota, window),
+        Workload::Sliding => Limit::sliding_window("peers-sliding", quota, window),
+        Workload::Log => Limit::sliding_log("peers-log", quota, window),
+        Workload::Bucket => Limit::token_bucket("peers-bucket", quota, quota, window),
+    }
+    .unwrap();
+    let per_ip = Limit::fixed_window("peers-ip", quota * 10, window).unwrap();
     let ours = RedisStore::builder(url).prefix("ours").build().unwrap();
     let client = redis::Client::open(url).unwrap();
     let con = client.get_multiplexed_async_connection().await.unwrap();
-    let floor = redis::Script::new(FLOOR_LUA);
-    let floor_chain = redis::Script::new(FLOOR_CHAIN_LUA);
-    let tk = throttle_kit::RedisBackend::connect(url).await.unwrap();
-    // GCRA: the whole window's quota as the burst, refilled over the window — at most one
-    // a millisecond (throttle-kit's emission interval is whole milliseconds: a shorter one
-    // is 0 and its script's `SET … PX 0` fails, which it answers by failing open).
-    let gcra = |quota: u64| {
-        let interval = (Duration::from_secs(WINDOW) / u32::try_from(quota).unwrap())
-            .max(Duration::from_millis(1));
-        throttle_kit::Quota::from_parts(interval, u32::try_from(quota).unwrap())
-    };
-    vec![
+    let script = redis::Script::new(match w {
+        Workload::One => minimal::FIXED,
+        Workload::Chain => minimal::FIXED_CHAIN,
+        Workload::Sliding => minimal::SLIDING,
+        Workload::Log => minimal::LOG,
+        Workload::Bucket => minimal::BUCKET,
+    });
+    let mut all = vec![
         ("ours", Peer::Ours(ours, limit, per_ip)),
-        ("minimal Lua", Peer::Floor(con, floor, floor_chain, quota)),
-        (
+        ("minimal Lua", Peer::Floor(con, script, quota)),
+    ];
+    if matches!(w, Workload::One | Workload::Chain | Workload::Bucket) {
+        let tk = throttle_kit::RedisBackend::connect(url).await.unwrap();
+        // GCRA: the whole window's quota as the burst, refilled over the window — at most
+        // one a millisecond (throttle-kit's emission interval is whole milliseconds: a
+        // shorter one is 0 and its script's `SET … PX 0` fails, which it answers by failing
+        // open).
+        let gcra = |quota: u64| {
+            let interval = (window / u32::try_from(quota).unwrap()).max(Duration::from_millis(1));
+            throttle_kit::Quota::from_parts(interval, u32::try_from(quota).unwrap())
+        };
+        all.push((
             "throttle-kit",
             Peer::ThrottleKit(Arc::new(tk), gcra(quota), gcra(quota * 10)),
-        ),
-    ]
+        ));
+    }
+    all
 }
 
 /// This process's CPU time (user + system).
@@ -163,9 +222,9 @@ struct Figures {
     commands: f64,
 }
 
-/// `tasks` tasks checking uniform keys through `peer` for `secs` (with `chain`: each user,
+/// `tasks` tasks checking uniform keys through `peer` for `secs` (in the chain: each user,
 /// then their address).
-async fn run(peer: &Peer, server: &RedisServer, tasks: usize, secs: f64, chain: bool) -> Figures {
+async fn run(peer: &Peer, server: &RedisServer, tasks: usize, secs: f64, w: Workload) -> Figures {
     let stop = Arc::new(AtomicBool::new(false));
     let seed = Arc::new(AtomicU64::new(0x9e37_79b9_7f4a_7c15));
     let (cpu0, redis0, cmds0) = (own_cpu(), server.cpu_time(), commands(server));
@@ -181,7 +240,7 @@ async fn run(peer: &Peer, server: &RedisServer, tasks: usize, secs: f64, chain: 
                     x ^= x >> 7;
                     x ^= x << 17;
                     let t = Instant::now();
-                    peer.check(x % KEYS, chain).await;
+                    peer.check(x % KEYS, w).await;
                     lat.push(t.elapsed());
                 }
                 lat
@@ -233,46 +292,49 @@ async fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
     let server = RedisServer::start();
-    let all = peers(&server.url(), QUOTA).await;
-    // WORKLOADS=one,chain (the default: both).
-    let workloads: Vec<bool> = std::env::var("WORKLOADS")
+    // WORKLOADS=one,chain (the default), or any of one, chain, sliding, log, bucket.
+    let workloads: Vec<Workload> = std::env::var("WORKLOADS")
         .unwrap_or_else(|_| "one,chain".into())
         .split(',')
-        .map(|w| w.trim() == "chain")
+        .map(Workload::parse)
         .collect();
+    let mut all = HashMap::new();
+    for &w in &workloads {
+        all.insert(w, peers(&server.url(), QUOTA, w).await);
+    }
     // Per (workload, peer, tasks): the figures of each repetition.
-    let mut seen: HashMap<(bool, &str, usize), Vec<Figures>> = HashMap::new();
+    let mut seen: HashMap<(Workload, &str, usize), Vec<Figures>> = HashMap::new();
     for rep in 0..reps {
-        for &chain in &workloads {
-            let what = if chain { "chain" } else { "one" };
+        for &w in &workloads {
+            let what = w.name();
             for tasks in [1, 8, 32] {
-                for (name, peer) in &all {
-                    let f = run(peer, &server, tasks, secs, chain).await;
+                for (name, peer) in &all[&w] {
+                    let f = run(peer, &server, tasks, secs, w).await;
                     println!(
-                        "rep {rep} {what:>5} {tasks:>2} tasks {name:>13}: {:>8.0} checks/s, client {:>5.1} µs, redis {:>5.1} µs, p50 {:>6.0} µs, p99 {:>6.0} µs, {:.2} commands/check",
+                        "rep {rep} {what:>7} {tasks:>2} tasks {name:>13}: {:>8.0} checks/s, client {:>5.1} µs, redis {:>5.1} µs, p50 {:>6.0} µs, p99 {:>6.0} µs, {:.2} commands/check",
                         f.per_sec, f.client_us, f.redis_us, f.p50_us, f.p99_us, f.commands
                     );
-                    seen.entry((chain, name, tasks)).or_default().push(f);
+                    seen.entry((w, name, tasks)).or_default().push(f);
                 }
             }
         }
     }
     println!("\nours ÷ each peer, median over {reps} repetitions (min–max):");
-    for &chain in &workloads {
-        let what = if chain { "chain" } else { "one" };
+    for &w in &workloads {
+        let what = w.name();
         for tasks in [1, 8, 32] {
-            for (name, _) in all.iter().skip(1) {
+            for (name, _) in all[&w].iter().skip(1) {
                 let ratio = |pick: fn(&Figures) -> f64| {
-                    let r: Vec<f64> = seen[&(chain, "ours", tasks)]
+                    let r: Vec<f64> = seen[&(w, "ours", tasks)]
                         .iter()
-                        .zip(&seen[&(chain, *name, tasks)])
+                        .zip(&seen[&(w, *name, tasks)])
                         .map(|(o, p)| pick(o) / pick(p))
                         .collect();
                     let (m, lo, hi) = median(r);
                     format!("{m:.2} ({lo:.2}–{hi:.2})")
                 };
                 println!(
-                    "{what:>5} {tasks:>2} tasks ÷ {name:>13}: throughput {}, Redis CPU/check {}, client CPU/check {}, p50 {}",
+                    "{what:>7} {tasks:>2} tasks ÷ {name:>13}: throughput {}, Redis CPU/check {}, client CPU/check {}, p50 {}",
                     ratio(|f| f.per_sec),
                     ratio(|f| f.redis_us),
                     ratio(|f| f.client_us),
@@ -285,7 +347,7 @@ async fn main() {
     // key has refused it 20 times in a row.
     println!("\nover-admission: limit 100, 32 tasks, 10 keys; admitted per key:");
     let small = RedisServer::start();
-    for (name, peer) in peers(&small.url(), 100).await {
+    for (name, peer) in peers(&small.url(), 100, Workload::One).await {
         let admitted: Arc<Vec<AtomicU64>> = Arc::new((0..10).map(|_| AtomicU64::new(0)).collect());
         let handles: Vec<_> = (0..32)
             .map(|t| {
@@ -293,7 +355,7 @@ async fn main() {
                 tokio::spawn(async move {
                     for i in 0..400u64 {
                         let k = (i + t) % 10;
-                        if peer.check(1_000_000 + k, false).await {
+                        if peer.check(1_000_000 + k, Workload::One).await {
                             admitted[k as usize].fetch_add(1, Ordering::Relaxed);
                         }
                     }
