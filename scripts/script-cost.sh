@@ -5,7 +5,8 @@
 #
 #   scripts/script-cost.sh chain [CHAINS]   the chain script, CHAINS one-check chains a
 #                                           call (fixed windows, default 1), 1 000 calls
-#   scripts/script-cost.sh floor            the minimal script: INCR + EXPIRE
+#   scripts/script-cost.sh floor            the minimal script: INCR + EXPIRE (ALGO=2..4:
+#                                           the other algorithms' minimal forms)
 #   scripts/script-cost.sh chain 18 HEAD~3  the chain script as it was at a commit
 #                                           (text arguments before 2026-12-03)
 #   scripts/script-cost.sh protomany FILE N N one-check chains a call, each a key per
@@ -41,7 +42,14 @@ elif [ "$what" = proto ]; then
     mode=proto
     chains=1
 elif [ "$what" = floor ]; then
-    script="local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end if n > tonumber(ARGV[1]) then return 0 end return 1"
+    # Each algorithm's minimal form (peers/benches/minimal.rs): ALGO 1 INCR + EXPIRE, 2 two
+    # counters, 3 a sorted set, 4 one GCRA value.
+    case "${ALGO:-1}" in
+    1) script="local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end if n > tonumber(ARGV[1]) then return 0 end return 1" ;;
+    2) script="local c = tonumber(redis.call('GET', KEYS[1]) or '0') local p = tonumber(redis.call('GET', KEYS[2]) or '0') if c + p * tonumber(ARGV[2]) >= tonumber(ARGV[1]) then return 0 end if redis.call('INCR', KEYS[1]) == 1 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end return 1" ;;
+    3) script="local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2])) if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end redis.call('ZADD', KEYS[1], now, ARGV[3]) redis.call('PEXPIRE', KEYS[1], math.floor(tonumber(ARGV[2]) / 1000) + 1000) return 1" ;;
+    4) script="local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] local tat = tonumber(redis.call('GET', KEYS[1]) or '0') if tat < now then tat = now end local tol = tonumber(ARGV[2]) if tat - now > tol then return 0 end tat = tat + tonumber(ARGV[1]) redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1000) return 1" ;;
+    esac
     mode=floor
 elif [ -n "$rev" ]; then
     script=$(git show "$rev:rate-limit-core/src/store/redis/chain.lua")
@@ -66,6 +74,8 @@ drive() {
 import random, socket, struct, sys
 port, calls, sha, mode, chains = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 algo = int(sys.argv[6])
+import itertools, time
+serial = itertools.count()
 # A minute's quota of 1 000 000: a window of 60 s, or a bucket refilling one every 60 us.
 window = 60 if algo == 4 else 60000000
 rnd = random.Random(1)
@@ -73,9 +83,18 @@ def resp(parts):
     return b''.join([b'*%d\r\n' % len(parts)] + [b'$%d\r\n%s\r\n' % (len(p), p) for p in parts])
 def call():
     if mode == 'floor':
-        return resp([b'EVALSHA', sha.encode(), b'1', b'f:%d' % rnd.randrange(300), b'1000000', b'60'])
+        k = rnd.randrange(300)
+        if algo == 2:
+            w = int(time.time()) // 60
+            return resp([b'EVALSHA', sha.encode(), b'2', b'f:%d:%d' % (k, w), b'f:%d:%d' % (k, w - 1),
+                         b'1000000', b'0.5', b'120'])
+        if algo == 3:
+            member = b'%d' % next(serial)
+            return resp([b'EVALSHA', sha.encode(), b'1', b'f:%d' % k, b'1000000', b'60000000', member])
+        if algo == 4:
+            return resp([b'EVALSHA', sha.encode(), b'1', b'f:%d' % k, b'60', b'59999940'])
+        return resp([b'EVALSHA', sha.encode(), b'1', b'f:%d' % k, b'1000000', b'60'])
     if mode == 'protomany':
-        import time
         w = int(time.time()) // 60
         keys, args = [], [str(w).encode(), b'60000000', b'1000']
         for _ in range(chains):
@@ -84,7 +103,6 @@ def call():
             args += [b'1000000', b'1']
         return resp([b'EVALSHA', sha.encode(), str(len(keys)).encode()] + keys + args)
     if mode == 'proto':
-        import time
         w = int(time.time()) // 60
         k = rnd.randrange(300)
         return resp([b'EVALSHA', sha.encode(), b'2', b'k:%d:%d' % (k, w), b'k:%d:%d' % (k, w + 1),
