@@ -158,3 +158,54 @@ async fn a_stored_change_that_does_not_decode_is_an_error_and_applied_nowhere() 
     assert_eq!(limit.quota(), 4, "nothing applied");
     assert_eq!(b.applied().version, 1);
 }
+
+/// A failover that lost a change, then another change at the same version: A and B applied
+/// version 2; the store goes back to version 1 (a replica that missed the change, written
+/// here by hand as the promoted replica holds it); A reads that, applies it, and makes a
+/// new change, version 2 again, while B was cut off. B comes back on the same epoch and
+/// version: the tip (each change's stamp) tells the two changes apart, and B reads the
+/// store's state. Without it B would keep the lost change, showing the same version.
+#[tokio::test]
+async fn a_lost_change_then_another_at_its_version_is_not_taken_for_it() {
+    let redis = RedisServer::start();
+    let name = "failover-split";
+    let (a_limit, a) = instance(redis.store(), name);
+    let (b_limit, b) = instance(redis.store(), name);
+    a.set_quota(name, 3).await.unwrap();
+    a.set_quota(name, 5).await.unwrap();
+    b.sync().await.unwrap();
+    assert_eq!((b.applied().version, b_limit.quota()), (2, 5));
+    // The promoted replica's state: version 1, as it was before the second change.
+    let (state, log) = ("rl:v2:{x.fleet}:runtime", "rl:v2:{x.fleet}:log");
+    let first = redis.cli(&["HGET", log, "1"]);
+    let tip = first.split('\n').next().unwrap().trim().to_owned();
+    redis.cli(&[
+        "HSET",
+        state,
+        "#v",
+        "1",
+        "#t",
+        &tip,
+        &format!("q:{name}"),
+        "3",
+    ]);
+    redis.cli(&["HDEL", log, "2"]);
+    a.sync().await.unwrap();
+    assert_eq!(
+        (a.applied().version, a_limit.quota()),
+        (1, 3),
+        "A took the store's"
+    );
+    a.set_quota(name, 7).await.unwrap();
+    assert_eq!(a.applied().version, 2);
+    b.sync().await.unwrap();
+    assert_eq!(
+        b_limit.quota(),
+        7,
+        "B read the change that now holds version 2"
+    );
+    assert_eq!(
+        (b.applied().epoch, b.applied().version),
+        (a.applied().epoch, a.applied().version)
+    );
+}

@@ -31,8 +31,9 @@ use crate::limit::Limit;
 ///   entry changes together; the first change or restore on an empty store starts a new
 ///   epoch (the caller's `epoch`).
 /// - **Readers catch up**: [`fleet_read`](Self::fleet_read) answers the changes after the
-///   reader's mark when the store holds every one of them in the reader's epoch (a reader
-///   that holds nothing yet is at the start of every epoch), else the whole state.
+///   reader's mark when the store holds every one of them in the reader's epoch, after a
+///   change whose tip is the reader's (a reader that holds nothing yet is at the start of
+///   every epoch), else the whole state.
 /// - **Restores only onto nothing**: [`fleet_restore`](Self::fleet_restore) writes only
 ///   when the store holds no state; otherwise the store's state stands.
 pub trait SharedState: Send + Sync + 'static {
@@ -51,17 +52,17 @@ pub trait SharedState: Send + Sync + 'static {
         unsupported_fleet()
     }
 
-    /// Makes one change; the mark after it. On a store holding no state, the state starts
-    /// with the epoch `epoch` (random, the caller's) — unless `held` is not empty: the
-    /// caller holds a state the store lost, and the answer is `None`, nothing changed (the
-    /// caller restores, then changes).
+    /// Makes one change; the mark after it, whose tip is `fresh` (random, the caller's).
+    /// On a store holding no state, the state starts with the epoch `fresh` too — unless
+    /// `held` is not empty: the caller holds a state the store lost, and the answer is
+    /// `None`, nothing changed (the caller restores, then changes).
     fn fleet_change(
         &self,
         change: &FleetChange,
         held: FleetMark,
-        epoch: u64,
+        fresh: u64,
     ) -> impl Future<Output = Result<Option<FleetMark>, StoreError>> + Send {
-        let _ = (change, held, epoch);
+        let _ = (change, held, fresh);
         unsupported_fleet()
     }
 

@@ -209,9 +209,9 @@ impl SharedState for AnyStore {
         &self,
         change: &FleetChange,
         held: FleetMark,
-        epoch: u64,
+        fresh: u64,
     ) -> Result<Option<FleetMark>, StoreError> {
-        each!(self, s => s.fleet_change(change, held, epoch).await)
+        each!(self, s => s.fleet_change(change, held, fresh).await)
     }
     async fn fleet_restore(&self, state: &FleetState) -> Result<FleetMark, StoreError> {
         each!(self, s => s.fleet_restore(state).await)

@@ -38,6 +38,14 @@ where
     slots(&fresh()).await;
 }
 
+fn mark_at(epoch: u64, version: u64, tip: u64) -> FleetMark {
+    FleetMark {
+        epoch,
+        version,
+        tip,
+    }
+}
+
 fn quota(limit: &str, quota: u64) -> FleetChange {
     FleetChange::Quota {
         limit: limit.into(),
@@ -65,10 +73,7 @@ fn sorted(mut entries: Vec<FleetChange>) -> Vec<String> {
 async fn fleet_history<S: SharedState>(s: &S) {
     let mark = s.fleet_mark().await.expect("fleet_mark");
     assert_eq!(mark, FleetMark::EMPTY, "a fresh store holds no fleet state");
-    let held = FleetMark {
-        epoch: 9,
-        version: 3,
-    };
+    let held = mark_at(9, 3, 9);
     let refused = s.fleet_change(&quota("poll", 5), held, 7).await.unwrap();
     assert_eq!(
         refused, None,
@@ -78,26 +83,17 @@ async fn fleet_history<S: SharedState>(s: &S) {
         .fleet_change(&quota("poll", 5), FleetMark::EMPTY, 7)
         .await
         .unwrap();
+    let e = mark_at(7, 1, 7);
     assert_eq!(
         one,
-        Some(FleetMark {
-            epoch: 7,
-            version: 1
-        }),
-        "the first change starts the caller's epoch at version 1"
+        Some(e),
+        "the first change starts the caller's epoch at version 1, its stamp the tip"
     );
-    let e = FleetMark {
-        epoch: 7,
-        version: 1,
-    };
     let two = s.fleet_change(&vip(40), e, 8).await.unwrap();
     assert_eq!(
         two,
-        Some(FleetMark {
-            epoch: 7,
-            version: 2
-        }),
-        "one epoch, the version up by one"
+        Some(mark_at(7, 2, 8)),
+        "one epoch, the version up by one, the change's stamp the tip"
     );
     let lift = FleetChange::LiftBan {
         ban: "guard".into(),
@@ -111,16 +107,13 @@ async fn fleet_history<S: SharedState>(s: &S) {
         name: "allow".into(),
         value: "10.0.0.0/8\n192.0.2.0/24 # two lines".into(),
     };
-    for c in [&lift, &clear, &setting] {
-        s.fleet_change(c, e, 8)
+    for (c, fresh) in [(&lift, 9), (&clear, 10), (&setting, 11)] {
+        s.fleet_change(c, e, fresh)
             .await
             .unwrap()
             .expect("a change on a state");
     }
-    let now = FleetMark {
-        epoch: 7,
-        version: 5,
-    };
+    let now = mark_at(7, 5, 11);
     assert_eq!(s.fleet_mark().await.unwrap(), now);
     fleet_reads(s, e, now, [vip(40), lift, clear, setting]).await;
 }
@@ -151,17 +144,16 @@ async fn fleet_reads<S: SharedState>(s: &S, e: FleetMark, now: FleetMark, made: 
         "a reader up to date gets nothing"
     );
     for other in [
-        FleetMark {
-            epoch: 99,
-            version: 1,
-        },
-        FleetMark {
-            epoch: 7,
-            version: 9,
-        },
+        mark_at(99, 1, 99),
+        mark_at(7, 9, 9),
+        mark_at(7, 1, 12_345),
+        mark_at(7, 5, 4),
     ] {
         let FleetRead::Whole(state) = s.fleet_read(other).await.unwrap() else {
-            panic!("a reader on another history, or ahead of the store, reads the whole state");
+            panic!(
+                "a reader on another history, ahead of the store, or whose change at its version \
+                 is not the store's, reads the whole state: {other:?}"
+            );
         };
         assert_eq!(state.mark, now);
         assert_eq!(
@@ -174,10 +166,7 @@ async fn fleet_reads<S: SharedState>(s: &S, e: FleetMark, now: FleetMark, made: 
 
 async fn fleet_restore<S: SharedState>(s: &S) {
     let state = FleetState {
-        mark: FleetMark {
-            epoch: 41,
-            version: 12,
-        },
+        mark: mark_at(41, 12, 5),
         entries: vec![quota("poll", 3), vip(6)],
     };
     let put = s.fleet_restore(&state).await.unwrap();
@@ -191,10 +180,7 @@ async fn fleet_restore<S: SharedState>(s: &S) {
     assert_eq!(read.mark, state.mark);
     assert_eq!(sorted(read.entries), sorted(state.entries.clone()));
     let other = FleetState {
-        mark: FleetMark {
-            epoch: 5,
-            version: 30,
-        },
+        mark: mark_at(5, 30, 6),
         entries: vec![quota("poll", 1)],
     };
     assert_eq!(
@@ -208,10 +194,7 @@ async fn fleet_restore<S: SharedState>(s: &S) {
         .unwrap();
     assert_eq!(
         next,
-        Some(FleetMark {
-            epoch: 41,
-            version: 13
-        }),
+        Some(mark_at(41, 13, 77)),
         "a change goes on top of a restored state, in its epoch"
     );
 }

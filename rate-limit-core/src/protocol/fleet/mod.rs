@@ -13,17 +13,23 @@ use std::collections::HashMap;
 use crate::principal::Principal;
 
 /// Where a fleet's history stands: which history (the epoch, made when the state was
-/// created) and how far along it (the version, one per change).
+/// created), how far along it (the version, one per change), and which change made it
+/// (the tip: a random number each change brings).
 ///
-/// Two marks of one epoch compare by version. Two epochs are two histories: a store that
-/// restarted empty and was changed again is a new epoch, and an instance that applied the
-/// old one reads the new one whole rather than comparing versions across histories.
+/// Two epochs are two histories: a store that restarted empty and was changed again is a
+/// new epoch, and an instance that applied the old one reads the new one whole rather than
+/// comparing versions across histories. The tip tells apart two changes that took one
+/// version in one epoch: a failover to a replica that missed a change, then another change
+/// made there. An instance that applied the lost one finds another tip at its version and
+/// reads the state whole.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct FleetMark {
     /// The history (0: the store holds no state, or one written before epochs existed).
     pub epoch: u64,
     /// Changes made in this history (0: none: the store holds no state).
     pub version: u64,
+    /// The last change's stamp (0: none, or a state written before tips existed).
+    pub tip: u64,
 }
 
 impl FleetMark {
@@ -31,6 +37,7 @@ impl FleetMark {
     pub const EMPTY: Self = Self {
         epoch: 0,
         version: 0,
+        tip: 0,
     };
 
     /// Whether this is a store holding no state (no change made, none restored).

@@ -22,7 +22,7 @@ pub(super) trait DynShared: Send + Sync + 'static {
         &'a self,
         c: &'a FleetChange,
         held: FleetMark,
-        epoch: u64,
+        fresh: u64,
     ) -> BoxFuture<'a, Option<FleetMark>>;
     fn restore<'a>(&'a self, state: &'a FleetState) -> BoxFuture<'a, FleetMark>;
     fn notices(&self, timeout: Duration) -> BoxFuture<'_, FleetNotices>;
@@ -49,9 +49,9 @@ impl<S: Store + SharedState + Slots + Dedupe> DynShared for S {
         &'a self,
         c: &'a FleetChange,
         held: FleetMark,
-        epoch: u64,
+        fresh: u64,
     ) -> BoxFuture<'a, Option<FleetMark>> {
-        Box::pin(self.fleet_change(c, held, epoch))
+        Box::pin(self.fleet_change(c, held, fresh))
     }
     fn restore<'a>(&'a self, state: &'a FleetState) -> BoxFuture<'a, FleetMark> {
         Box::pin(self.fleet_restore(state))
@@ -118,12 +118,12 @@ impl SharedState for BoxStore {
         &self,
         c: &FleetChange,
         held: FleetMark,
-        epoch: u64,
+        fresh: u64,
     ) -> Result<Option<FleetMark>, StoreError> {
         forward!(
             self,
-            change(c, held, epoch),
-            Checks.fleet_change(c, held, epoch)
+            change(c, held, fresh),
+            Checks.fleet_change(c, held, fresh)
         )
     }
     async fn fleet_restore(&self, state: &FleetState) -> Result<FleetMark, StoreError> {

@@ -22,8 +22,8 @@ const LOG_KEPT: usize = 1_024;
 pub(super) struct Fleetwide {
     mark: FleetMark,
     entries: FleetEntries,
-    /// The latest changes, oldest first, with their versions.
-    log: VecDeque<(u64, FleetChange)>,
+    /// The latest changes, oldest first, with their versions and tips.
+    log: VecDeque<(u64, u64, FleetChange)>,
     readers: Vec<FleetNotifier>,
     /// By limit, by instance: the report and when it lapses (µs).
     hitters: HashMap<String, HashMap<String, (String, u64)>>,
@@ -48,16 +48,23 @@ impl SharedState for MemoryStore {
         let mark = f.mark;
         let same = mark.epoch == after.epoch || after.is_empty();
         if !mark.is_empty() && same && mark.version >= after.version {
+            // The reader's own change must be the one the log holds at its version.
+            let base = f.log.iter().find(|(v, _, _)| *v == after.version);
+            let on_it = after.is_empty() || base.is_some_and(|(_, tip, _)| *tip == after.tip);
             let changes: Vec<FleetChange> = f
                 .log
                 .iter()
-                .filter(|(v, _)| *v > after.version)
-                .map(|(_, c)| c.clone())
+                .filter(|(v, _, _)| *v > after.version)
+                .map(|(_, _, c)| c.clone())
                 .collect();
-            let first = f.log.iter().find(|(v, _)| *v > after.version).map(|e| e.0);
+            let first = f
+                .log
+                .iter()
+                .find(|(v, _, _)| *v > after.version)
+                .map(|e| e.0);
             let complete = u64::try_from(changes.len()).ok() == Some(mark.version - after.version)
                 && first.is_none_or(|v| v == after.version + 1);
-            if complete {
+            if (on_it || mark == after) && complete {
                 return Ok(FleetRead::Since { mark, changes });
             }
         }
@@ -68,7 +75,7 @@ impl SharedState for MemoryStore {
         &self,
         change: &FleetChange,
         held: FleetMark,
-        epoch: u64,
+        fresh: u64,
     ) -> Result<Option<FleetMark>, StoreError> {
         let mut f = self.fleetwide();
         if f.mark.is_empty() {
@@ -76,12 +83,13 @@ impl SharedState for MemoryStore {
                 return Ok(None);
             }
             f.log.clear();
-            f.mark.epoch = epoch;
+            f.mark.epoch = fresh;
         }
         f.entries.apply(change);
         f.mark.version += 1;
+        f.mark.tip = fresh;
         let mark = f.mark;
-        f.log.push_back((mark.version, change.clone()));
+        f.log.push_back((mark.version, fresh, change.clone()));
         if f.log.len() > LOG_KEPT {
             f.log.pop_front();
         }

@@ -1,6 +1,6 @@
 //! The fleet's runtime state on Redis: one hash, `<prefix>:{x.fleet}:runtime`, its version
-//! in the field `#v` and its epoch in `#e`, and the log of its latest changes,
-//! `<prefix>:{x.fleet}:log` (a hash from version to the change's text; one slot on a
+//! in the field `#v`, its epoch in `#e` and its tip in `#t`, and the log of its latest changes,
+//! `<prefix>:{x.fleet}:log` (a hash from version to the change's stamp and text; one slot on a
 //! Cluster). A change is one `EVAL` (`fleet.lua`), which also publishes the new version on
 //! `<prefix>:{x.fleet}:changes`; readers ask the mark on their period and whenever a notice
 //! arrives, and read what changed since theirs when it moved (`fleet_read.lua`). The
@@ -24,9 +24,10 @@ use crate::protocol::fleet::{
     FleetChange, FleetMark, FleetNotices, FleetNotifier, FleetRead, FleetState,
 };
 
-/// The field holding the state's version, and its epoch's.
+/// The fields holding the state's version, its epoch and its tip.
 const VERSION: &str = "#v";
 const EPOCH: &str = "#e";
+const TIP: &str = "#t";
 /// How many changes the log keeps: a reader further behind reads the whole state.
 const LOG_KEPT: u64 = 1_024;
 
@@ -65,7 +66,7 @@ impl RedisStore {
     pub(super) async fn fleet_mark(&self) -> Result<FleetMark, StoreError> {
         let v = self
             .fleet_eval(FLEET_READ_LUA, |c| {
-                c.arg("").arg(-1);
+                c.arg("").arg(-1).arg("");
             })
             .await?;
         Ok(answer(&v)?.0)
@@ -74,16 +75,26 @@ impl RedisStore {
     pub(super) async fn fleet_read(&self, after: FleetMark) -> Result<FleetRead, StoreError> {
         let v = self
             .fleet_eval(FLEET_READ_LUA, |c| {
-                c.arg(after.epoch.to_string()).arg(after.version);
+                c.arg(after.epoch.to_string())
+                    .arg(after.version)
+                    .arg(after.tip.to_string());
             })
             .await?;
         let (mark, how, rest) = answer(&v)?;
         match how.as_str() {
+            "mark" => Ok(FleetRead::Since {
+                mark,
+                changes: Vec::new(),
+            }),
             "since" => Ok(FleetRead::Since {
                 mark,
                 changes: rest
                     .iter()
-                    .map(|t| codec::decode_change(t))
+                    .map(|line| {
+                        // "<tip>\n<change>"
+                        let (_, change) = line.split_once('\n').ok_or_else(codec::corrupt)?;
+                        codec::decode_change(change)
+                    })
                     .collect::<Result<_, _>>()?,
             }),
             "whole" => {
@@ -92,7 +103,7 @@ impl RedisStore {
                     let [field, value] = kv else {
                         return Err(bad_answer());
                     };
-                    if field != VERSION && field != EPOCH {
+                    if ![VERSION, EPOCH, TIP].contains(&field.as_str()) {
                         entries.push(codec::decode_entry(field, value)?);
                     }
                 }
@@ -106,7 +117,7 @@ impl RedisStore {
         &self,
         change: &FleetChange,
         held: FleetMark,
-        epoch: u64,
+        fresh: u64,
     ) -> Result<Option<FleetMark>, StoreError> {
         let (op, field, value) = match codec::write(change) {
             Write::Set(f, v) => ("set", f, v),
@@ -121,7 +132,7 @@ impl RedisStore {
                     .arg(self.fleet_channel())
                     .arg(codec::encode_change(change))
                     .arg(held.version)
-                    .arg(epoch.to_string())
+                    .arg(fresh.to_string())
                     .arg(LOG_KEPT);
             })
             .await?;
@@ -136,7 +147,8 @@ impl RedisStore {
             .fleet_eval(FLEET_RESTORE_LUA, |c| {
                 c.arg(state.mark.version)
                     .arg(state.mark.epoch.to_string())
-                    .arg(self.fleet_channel());
+                    .arg(self.fleet_channel())
+                    .arg(state.mark.tip.to_string());
                 for (field, value) in state.entries.iter().filter_map(codec::encode_entry) {
                     c.arg(field).arg(value);
                 }
@@ -200,30 +212,34 @@ async fn forward(mut stream: redis::aio::PubSubStream, tx: FleetNotifier) {
     }
 }
 
-/// `{version, epoch}`.
+/// `{version, epoch, tip}`.
 fn mark_of(v: &Value) -> Result<FleetMark, StoreError> {
     let Value::Array(a) = v else {
         return Err(bad_answer());
     };
-    match (a.first(), a.get(1)) {
-        (Some(Value::Int(n)), Some(e)) => Ok(FleetMark {
+    let number = |v: &Value| {
+        text(v)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(codec::corrupt)
+    };
+    match (a.first(), a.get(1), a.get(2)) {
+        (Some(Value::Int(n)), Some(e), Some(t)) => Ok(FleetMark {
             version: u64::try_from(*n).map_err(|_| bad_answer())?,
-            epoch: text(e)
-                .and_then(|t| t.parse().ok())
-                .ok_or_else(codec::corrupt)?,
+            epoch: number(e)?,
+            tip: number(t)?,
         }),
         _ => Err(bad_answer()),
     }
 }
 
-/// `{version, epoch, how, {texts}}`.
+/// `{version, epoch, tip, how, {texts}}`.
 fn answer(v: &Value) -> Result<(FleetMark, String, Vec<String>), StoreError> {
     let mark = mark_of(v)?;
     let Value::Array(a) = v else {
         return Err(bad_answer());
     };
-    let how = a.get(2).and_then(text).ok_or_else(bad_answer)?;
-    let rest = match a.get(3) {
+    let how = a.get(3).and_then(text).ok_or_else(bad_answer)?;
+    let rest = match a.get(4) {
         Some(Value::Array(items)) => items
             .iter()
             .map(|i| text(i).ok_or_else(bad_answer))

@@ -21,9 +21,9 @@ impl SharedState for RedisStore {
         &self,
         change: &FleetChange,
         held: FleetMark,
-        epoch: u64,
+        fresh: u64,
     ) -> Result<Option<FleetMark>, StoreError> {
-        Self::fleet_change(self, change, held, epoch).await
+        Self::fleet_change(self, change, held, fresh).await
     }
     async fn fleet_restore(&self, state: &FleetState) -> Result<FleetMark, StoreError> {
         Self::fleet_restore(self, state).await
