@@ -64,7 +64,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::limit::Limit;
 use crate::name::validate_name;
 use crate::principal::Principal;
-use crate::protocol::fleet::{FleetChange, FleetEntries, FleetMark};
+use crate::protocol::fleet::{FleetChange, FleetEntries, FleetMark, FleetRead};
 use crate::protocol::{SharedState, Store, StoreError, StoreErrorKind};
 use crate::store::any::AnyStore;
 
@@ -248,19 +248,19 @@ impl<S: Store + SharedState + Clone> Fleet<S> {
         r
     }
 
-    /// One read: the store's mark, a put-back when it lost the state, and what changed.
+    /// One read (one store call when nothing changed, or when changes did): what changed
+    /// since the mark applied here, and a put-back when the store lost the state.
     async fn read(&self) -> Result<u64, StoreError> {
         let held = self.lock_held().mark;
-        let mut mark = self.store.fleet_mark().await?;
-        if mark.is_empty() && !held.is_empty() {
+        let mut read = self.store.fleet_read(held).await?;
+        if matches!(&read, FleetRead::Whole(s) if s.mark.is_empty()) && !held.is_empty() {
             // The store lost the state (a restart without persistence): put back what this
             // instance applied, unless a change reached the empty store first.
             let state = {
                 let h = self.lock_held();
                 h.entries.to_state(h.mark)
             };
-            mark = self.store.fleet_restore(&state).await?;
-            if mark == held {
+            if self.store.fleet_restore(&state).await? == held {
                 tracing::warn!(
                     target: "rate_limit.fleet",
                     version = held.version,
@@ -268,9 +268,10 @@ impl<S: Store + SharedState + Clone> Fleet<S> {
                     "the store had lost the fleet's runtime state: put back as applied here"
                 );
             }
+            read = self.store.fleet_read(held).await?;
         }
-        if mark != held || self.applied().at.is_none() {
-            let read = self.store.fleet_read(held).await?;
+        let current = matches!(&read, FleetRead::Since { mark, changes } if *mark == held && changes.is_empty());
+        if !current || self.applied().at.is_none() {
             self.apply(held, read);
         }
         Ok(self.applied().version)

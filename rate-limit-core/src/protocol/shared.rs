@@ -37,13 +37,15 @@ use crate::limit::Limit;
 /// - **Restores only onto nothing**: [`fleet_restore`](Self::fleet_restore) writes only
 ///   when the store holds no state; otherwise the store's state stands.
 pub trait SharedState: Send + Sync + 'static {
-    /// Where the fleet's history stands ([`FleetMark::EMPTY`] before any change): what
-    /// every instance polls on its period, so it should be one small read.
+    /// Where the fleet's history stands ([`FleetMark::EMPTY`] before any change): a look,
+    /// for an admin or a test. Instances poll with [`fleet_read`](Self::fleet_read) from
+    /// their own mark, which answers no change in one small read.
     fn fleet_mark(&self) -> impl Future<Output = Result<FleetMark, StoreError>> + Send {
         unsupported_fleet()
     }
 
-    /// What a reader at `after` needs: the changes since, or the whole state.
+    /// What a reader at `after` needs: the changes since (none, cheaply, when `after` is
+    /// the store's mark: every instance asks this on its period), or the whole state.
     fn fleet_read(
         &self,
         after: FleetMark,

@@ -98,73 +98,6 @@ impl AnyStore {
     }
 }
 
-impl Store for AnyStore {
-    async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
-        match self {
-            Self::Memory(s) => s.check(chain).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.check(chain).await,
-            Self::Boxed(s) => s.check(chain).await,
-        }
-    }
-    async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
-        match self {
-            Self::Memory(s) => s.charge(check).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.charge(check).await,
-            Self::Boxed(s) => s.charge(check).await,
-        }
-    }
-    async fn peek(&self, key: &Key) -> Result<KeyState, StoreError> {
-        match self {
-            Self::Memory(s) => s.peek(key).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.peek(key).await,
-            Self::Boxed(s) => s.peek(key).await,
-        }
-    }
-    async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {
-        match self {
-            Self::Memory(s) => s.give_back(reservation).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.give_back(reservation).await,
-            Self::Boxed(s) => s.give_back(reservation).await,
-        }
-    }
-    async fn reset(&self, key: &Key) -> Result<(), StoreError> {
-        match self {
-            Self::Memory(s) => s.reset(key).await,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.reset(key).await,
-            Self::Boxed(s) => s.reset(key).await,
-        }
-    }
-    fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
-        match self {
-            Self::Memory(s) => s.try_check(chain),
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.try_check(chain),
-            Self::Boxed(s) => s.try_check(chain),
-        }
-    }
-    fn failure_domains(&self, chain: &Chain) -> Domains {
-        match self {
-            Self::Memory(_) => Domains::WHOLE,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.failure_domains(chain),
-            Self::Boxed(s) => s.failure_domains(chain),
-        }
-    }
-    fn domain_name(&self, domain: u32) -> Option<String> {
-        match self {
-            Self::Memory(_) => None,
-            #[cfg(feature = "redis")]
-            Self::Redis(s) => s.domain_name(domain),
-            Self::Boxed(s) => s.domain_name(domain),
-        }
-    }
-}
-
 /// Runs `$e` on the store inside, whichever it is.
 macro_rules! each {
     ($self:ident, $s:ident => $e:expr) => {
@@ -175,6 +108,33 @@ macro_rules! each {
             Self::Boxed($s) => $e,
         }
     };
+}
+
+impl Store for AnyStore {
+    async fn check(&self, chain: &Chain) -> Result<ChainDecision, StoreError> {
+        each!(self, s => s.check(chain).await)
+    }
+    async fn charge(&self, check: &Check) -> Result<Decision, StoreError> {
+        each!(self, s => s.charge(check).await)
+    }
+    async fn peek(&self, key: &Key) -> Result<KeyState, StoreError> {
+        each!(self, s => s.peek(key).await)
+    }
+    async fn give_back(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        each!(self, s => s.give_back(reservation).await)
+    }
+    async fn reset(&self, key: &Key) -> Result<(), StoreError> {
+        each!(self, s => s.reset(key).await)
+    }
+    fn try_check(&self, chain: &Chain) -> Option<ChainDecision> {
+        each!(self, s => s.try_check(chain))
+    }
+    fn failure_domains(&self, chain: &Chain) -> Domains {
+        each!(self, s => s.failure_domains(chain))
+    }
+    fn domain_name(&self, domain: u32) -> Option<String> {
+        each!(self, s => s.domain_name(domain))
+    }
 }
 
 impl Dedupe for AnyStore {

@@ -17,6 +17,11 @@ use crate::protocol::{Banned, SharedState, StoreError};
 /// How many changes the log keeps: a reader further behind reads the whole state.
 const LOG_KEPT: usize = 1_024;
 
+/// A log position (the log holds at most [`LOG_KEPT`] lines).
+fn index(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
 /// What the instances on one memory store share.
 #[derive(Default)]
 pub(super) struct Fleetwide {
@@ -46,27 +51,25 @@ impl SharedState for MemoryStore {
     async fn fleet_read(&self, after: FleetMark) -> Result<FleetRead, StoreError> {
         let f = self.fleetwide();
         let mark = f.mark;
+        if mark == after {
+            return Ok(FleetRead::Since {
+                mark,
+                changes: Vec::new(),
+            });
+        }
+        // The log holds versions `first..=mark.version`, one line each, in order.
+        let first = f.log.front().map_or(u64::MAX, |(v, _, _)| *v);
         let same = mark.epoch == after.epoch || after.is_empty();
-        if !mark.is_empty() && same && mark.version >= after.version {
-            // The reader's own change must be the one the log holds at its version.
-            let base = f.log.iter().find(|(v, _, _)| *v == after.version);
-            let on_it = after.is_empty() || base.is_some_and(|(_, tip, _)| *tip == after.tip);
-            let changes: Vec<FleetChange> = f
-                .log
-                .iter()
-                .filter(|(v, _, _)| *v > after.version)
-                .map(|(_, _, c)| c.clone())
-                .collect();
-            let first = f
-                .log
-                .iter()
-                .find(|(v, _, _)| *v > after.version)
-                .map(|e| e.0);
-            let complete = u64::try_from(changes.len()).ok() == Some(mark.version - after.version)
-                && first.is_none_or(|v| v == after.version + 1);
-            if (on_it || mark == after) && complete {
-                return Ok(FleetRead::Since { mark, changes });
-            }
+        // The reader's own change must be the one the log holds at its version.
+        let on_it = after.is_empty()
+            || (first <= after.version
+                && f.log.get(index(after.version - first)).map(|e| e.1) == Some(after.tip));
+        if same && after.version < mark.version && first <= after.version + 1 && on_it {
+            let changes = f.log.iter().skip(index(after.version + 1 - first));
+            return Ok(FleetRead::Since {
+                mark,
+                changes: changes.map(|(_, _, c)| c.clone()).collect(),
+            });
         }
         Ok(FleetRead::Whole(f.entries.to_state(mark)))
     }
