@@ -83,7 +83,7 @@ async fn main() {
     let redis = RedisServer::start();
     let seed = |n: usize| {
         redis.cli(&["FLUSHALL"]);
-        let key = "rl:v2:{x.fleet}:runtime";
+        let key = "rl:v3:{x.fleet}:runtime";
         for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
             let mut args = vec!["HSET".to_owned(), key.to_owned()];
             for i in chunk {

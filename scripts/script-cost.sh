@@ -8,6 +8,8 @@
 #   scripts/script-cost.sh floor            the minimal script: INCR + EXPIRE (ALGO=2..4:
 #                                           the other algorithms' minimal forms; ALGO=5:
 #                                           the all-or-nothing chain of two fixed windows)
+#   scripts/script-cost.sh window [CHAINS]  the same calls of window.lua, the fast script
+#                                           for in-order fixed and sliding windows
 #   scripts/script-cost.sh chain 18 HEAD~3  the chain script as it was at a commit
 #                                           (text arguments before 2026-12-03)
 #   scripts/script-cost.sh protochain FILE  a two-limit chain prototype (user, address)
@@ -63,9 +65,17 @@ elif [ "$what" = floor ]; then
 elif [ -n "$rev" ]; then
     script=$(git show "$rev:rate-limit-core/src/store/redis/chain.lua")
     mode=$(grep -q "struct.unpack" <<<"$script" && echo doubles || echo text)
+elif [ "$what" = window ]; then
+    # The fast script for in-order chains of fixed and sliding windows (ALGO 1, 2, 5).
+    script=$(cat rate-limit-core/src/store/redis/window.lua)
+    mode=windows
 else
     script=$(cat rate-limit-core/src/store/redis/chain.lua)
     mode=doubles
+fi
+# Key version v3 (a key per window, the estimate T in the head) or before it.
+if [ "$mode" = doubles ] && [ "$what" = chain ] && grep -q "local slack, T = A\[1\], A\[3\]" <<<"$script"; then
+    mode=windows
 fi
 printf '%s' "$script" >"$out/script.lua"
 
@@ -123,20 +133,30 @@ def call():
         k = rnd.randrange(300)
         return resp([b'EVALSHA', sha.encode(), b'2', b'k:%d:%d' % (k, w), b'k:%d:%d' % (k, w + 1),
                      str(w).encode(), b'60000000', b'1000000', b'1', b'1000'])
+    # Key version v3: the estimate T heads the numbers; a fixed window names the keys of
+    # the windows of T - w/4 and the next, a sliding window also the one before.
+    t = int(time.time() * 1000000)
+    def named(base, a, w):
+        if mode != 'windows' or a not in (1, 2):
+            return [base]
+        first = (t - w // 4) // w
+        return [b'%s:%d' % (base, x) for x in range(first - (a == 2), first + 2)]
+    head = [5000, 1, t] if mode == 'windows' else [5000, 1]
     if algo == 5:
         # One chain of two fixed windows: a user, then an address (30 of them).
         u = rnd.randrange(300)
-        keys = [b'k:%d' % u, b'ip:%d' % (u % 30)]
-        nums = [5000, 1, 0, 2, 1, 1000000, 60000000, 1, 1, 10000000, 60000000, 1]
+        keys = named(b'k:%d' % u, 1, 60000000) + named(b'ip:%d' % (u % 30), 1, 60000000)
+        nums = head + [0, 2, 1, 1000000, 60000000, 1, 1, 10000000, 60000000, 1]
         args = [b''.join(struct.pack('<d', n) for n in nums)]
-        return resp([b'EVALSHA', sha.encode(), b'2'] + keys + args)
-    keys = [b'k:%d' % rnd.randrange(300) for _ in range(chains)]
-    nums = [5000, chains] + [0, 1, algo, 1000000, window, 1] * chains
-    if mode == 'doubles':
+        return resp([b'EVALSHA', sha.encode(), str(len(keys)).encode()] + keys + args)
+    keys = [k for _ in range(chains) for k in named(b'k:%d' % rnd.randrange(300), algo, window)]
+    head[1] = chains
+    nums = head + [0, 1, algo, 1000000, window, 1] * chains
+    if mode in ('doubles', 'windows'):
         args = [b''.join(struct.pack('<d', n) for n in nums)]
     else:
         args = [str(n).encode() for n in nums]
-    return resp([b'EVALSHA', sha.encode(), str(chains).encode()] + keys + args)
+    return resp([b'EVALSHA', sha.encode(), str(len(keys)).encode()] + keys + args)
 s = socket.create_connection(('127.0.0.1', port))
 f = s.makefile('rb')
 def read():

@@ -32,6 +32,12 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
     apt-get install -y -q redis-server redis-tools
 fi
 
+# libfaketime: a server whose clock is off from the instances' (tests/store/windows.rs).
+if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
+    apt_update
+    apt-get install -y -q faketime
+fi
+
 # The Debian archive this machine's apt already uses for bookworm (deb822 `.sources` or a
 # one-line `.list`): a mirror or a proxy configured there stays respected.
 debian_archive() {

@@ -28,8 +28,13 @@ pub struct RedisServer {
     config_file: Option<String>,
     /// The server binary (`redis-server` on the `PATH` unless set).
     binary: Option<versions::Binary>,
+    /// The offset of the server's clock from this machine's (libfaketime's `FAKETIME`).
+    clock: Option<String>,
     child: Option<Child>,
 }
+
+/// libfaketime, from Debian's `faketime` (scripts/servers.sh installs it).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 impl RedisServer {
     /// Starts a standalone server on a free port.
@@ -63,6 +68,27 @@ impl RedisServer {
         panic!("redis-server did not start on 5 ports (is it installed? .ci/run installs it)");
     }
 
+    /// Starts a standalone server on a free port whose clock runs `offset` from this
+    /// machine's (libfaketime's syntax: `+1h`, `-90s`), for instances whose clocks disagree
+    /// with the server's. The matrix's Valkey 9.1: built with libc's allocator, where
+    /// libfaketime cannot start a jemalloc build (its first `clock_gettime` recurses).
+    ///
+    /// # Panics
+    ///
+    /// If libfaketime or Valkey 9.1 is not installed (scripts/servers.sh installs both) or
+    /// the server does not come up.
+    pub fn start_with_clock_offset(offset: &str) -> Self {
+        assert!(
+            std::path::Path::new(LIBFAKETIME).exists(),
+            "libfaketime is not installed (scripts/servers.sh installs it)"
+        );
+        let mut s = Self::unstarted(free_port(), &[]);
+        s.binary = Some(versions::Matrix::Valkey9_1.require("a server with its own clock"));
+        s.clock = Some(offset.to_owned());
+        s.spawn();
+        s
+    }
+
     /// Starts a standalone server on a free port, or `None` when `redis-server` is not
     /// installed or does not come up (a bench then leaves its Redis rows out).
     pub fn try_start() -> Option<Self> {
@@ -81,6 +107,7 @@ impl RedisServer {
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
             config_file: None,
             binary: None,
+            clock: None,
             child: None,
         }
     }
@@ -115,6 +142,12 @@ impl RedisServer {
         }
         cmd.args(&self.extra)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"]);
+        if let Some(offset) = &self.clock {
+            // The wall clock only: Redis's timers run on the monotonic one.
+            cmd.env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME", offset)
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
         if self.config_file.is_none() {
             cmd.args(["--save", "", "--appendonly", "no"]);
         }

@@ -100,12 +100,19 @@ fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
     // An algorithm the script does not have (9), and none at all (0).
     for bad in [9.0, 0.0] {
         server.cli(&["FLUSHALL"]);
-        // KEYS a b c; slack 1000 ms; 3 chains of one check each, in order: a fixed window
-        // of 5 per minute; chain 2's algorithm is `bad`; a token bucket of 10. The numbers
-        // as one string of little-endian doubles.
+        // KEYS a's windows (of T - 15 s and the next), b, c; slack 1000 ms; 3 chains of one
+        // check each, in order: a fixed window of 5 per minute; chain 2's algorithm is
+        // `bad`; a token bucket of 10; T the server's time. The numbers as one string of
+        // little-endian doubles.
+        let time = server.cli(&["TIME"]);
+        let mut parts = time.lines().map(|l| l.trim().parse::<u64>().unwrap());
+        let t = parts.next().unwrap() * 1_000_000 + parts.next().unwrap();
+        let first = (t - 15_000_000) / 60_000_000;
+        let (a0, a1) = (format!("a:{first}"), format!("a:{}", first + 1));
         let args: Vec<u8> = [
             1000.0,
-            3.0, //
+            3.0,
+            t as f64, //
             0.0,
             1.0,
             1.0,
@@ -128,7 +135,7 @@ fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
         .iter()
         .flat_map(|n| n.to_le_bytes())
         .collect();
-        let reply = server.cli_with_last(&["EVAL", CHAIN_LUA, "3", "a", "b", "c"], &args);
+        let reply = server.cli_with_last(&["EVAL", CHAIN_LUA, "4", &a0, &a1, "b", "c"], &args);
         // One string of 8-byte little-endian doubles (then redis-cli's newline).
         let packed = reply.strip_suffix(b"\n").unwrap_or(&reply);
         assert_eq!(packed.len() % 8, 0, "{reply:?}");
@@ -144,7 +151,11 @@ fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
         assert_eq!(&nums[12..14], &[0, 1], "chain 3 answered: {nums:?}");
         assert_eq!(nums[15], 10, "chain 3's capacity");
         assert_eq!(nums[16], 8, "chain 3 charged 2 of 10");
-        assert_eq!(server.cli(&["EXISTS", "a", "b", "c"]).trim(), "2", "{bad}");
+        assert_eq!(
+            server.cli(&["EXISTS", &a0, &a1, "b", "c"]).trim(),
+            "2",
+            "{bad}"
+        );
         assert_eq!(
             server.cli(&["EXISTS", "b"]).trim(),
             "0",
@@ -241,11 +252,8 @@ async fn a_check_whose_caller_gave_up_before_its_call_left_is_not_sent() {
         2,
         "only a's and a2's calls were sent"
     );
-    let name = |u: &str| store.key_name(&limit.key(Principal::user(u)));
-    assert_eq!(server.cli(&["EXISTS", &name("a")]).trim(), "1");
-    assert_eq!(
-        server.cli(&["EXISTS", &name("b")]).trim(),
-        "0",
-        "b charged nothing"
-    );
+    let held =
+        |u: &str| crate::support::stored(&server, &store.key_names(&limit.key(Principal::user(u))));
+    assert_eq!(held("a"), "1");
+    assert_eq!(held("b"), "", "b charged nothing");
 }

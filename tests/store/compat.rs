@@ -120,7 +120,7 @@ async fn every_script_runs_on(kind: Matrix, test: &str) {
     other.told("example.net", None, Some(3.0)).await;
     assert_eq!(other.rate("example.net"), 3.0);
     // A state written before the ceiling (four numbers) still reads as itself.
-    let old = "rl:v2:{x.pacer:example.com}:pacer:compat";
+    let old = "rl:v3:{x.pacer:example.com}:pacer:compat";
     server.cli(&["SET", old, "7.5 0 0 0", "PX", "60000"]);
     assert_eq!(worker.acquire("example.com").await, Pace::Go);
     assert_eq!(
@@ -151,7 +151,7 @@ async fn every_script_runs_on(kind: Matrix, test: &str) {
         })
         .collect();
     let ran = crate::dragonfly::assert_only_declared_keys(&monitor.finish(), &shas);
-    assert_eq!(ran.len(), 8, "scripts seen: {ran:?}");
+    assert_eq!(ran.len(), 9, "scripts seen: {ran:?}");
 }
 
 /// The fleet's scripts: a change and its notice (fleet.lua), a read of the mark and of what
@@ -174,7 +174,7 @@ pub(crate) async fn fleet_scripts(store: &AnyStore, server: &ratekeeper_tests::r
         .hitters_every(Duration::from_millis(100));
     let run = tokio::spawn(fleet.clone().run(Duration::from_millis(100)));
     let t0 = std::time::Instant::now();
-    let report = "rl:v2:{x.top}:compat-fleet:compat";
+    let report = "rl:v3:{x.top}:compat-fleet:compat";
     while !fleet.applied().listening || server.cli(&["EXISTS", report]).trim() != "1" {
         assert!(
             t0.elapsed() < Duration::from_secs(3),
@@ -188,7 +188,7 @@ pub(crate) async fn fleet_scripts(store: &AnyStore, server: &ratekeeper_tests::r
         .lift_ban("compat-fleet-ban", &Principal::user("ada"))
         .await
         .unwrap();
-    let hash = "rl:v2:{x.fleet}:runtime";
+    let hash = "rl:v3:{x.fleet}:runtime";
     server.cli(&["DEL", hash]);
     fleet.sync().await.unwrap();
     assert_eq!(server.cli(&["HGET", hash, "q:compat-fleet"]).trim(), "5");

@@ -16,6 +16,7 @@ pub(crate) fn scripts() -> Vec<(&'static str, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rate-limit-core/src/store/redis");
     [
         "chain.lua",
+        "window.lua",
         "refund.lua",
         "slots.lua",
         "pacer.lua",
@@ -83,7 +84,7 @@ fn keys_of<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
         "MGET" => args,
         "HGET" | "HGETALL" | "HSET" | "HDEL" | "HINCRBY" | "DEL" => &args[..1],
         "GET" | "SET" | "ZADD" | "ZREM" | "ZREMRANGEBYSCORE" | "ZCARD" | "ZSCORE" | "ZRANGE"
-        | "PEXPIRE" => &args[..1],
+        | "PEXPIRE" | "INCRBY" => &args[..1],
         other => panic!("a script ran {other}: add its key positions here"),
     }
 }

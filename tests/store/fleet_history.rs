@@ -101,7 +101,7 @@ async fn after_a_restart_a_new_instances_change_is_kept_by_every_instance_on_red
         restart_case(store, || redis.restart(), changes, &name).await;
         assert_eq!(
             redis
-                .cli(&["HGET", "rl:v2:{x.fleet}:runtime", &format!("q:{name}")])
+                .cli(&["HGET", "rl:v3:{x.fleet}:runtime", &format!("q:{name}")])
                 .trim(),
             "7"
         );
@@ -126,7 +126,7 @@ async fn after_the_state_is_lost_a_new_instances_change_is_kept_behind_sentinels
             server.cli(&["FLUSHALL"]);
         };
         restart_case(store, empty, changes, &name).await;
-        let raw = server.cli(&["HGET", "rl:v2:{x.fleet}:runtime", &format!("q:{name}")]);
+        let raw = server.cli(&["HGET", "rl:v3:{x.fleet}:runtime", &format!("q:{name}")]);
         assert_eq!(raw.trim(), "7");
     }
 }
@@ -145,14 +145,14 @@ async fn a_stored_change_that_does_not_decode_is_an_error_and_applied_nowhere() 
     assert_eq!(limit.quota(), 4);
     // A log line that does not decode: B, one version behind, reads it.
     a.set_quota(name, 5).await.unwrap();
-    redis.cli(&["HSET", "rl:v2:{x.fleet}:log", "2", "set\nq:corrupt"]);
+    redis.cli(&["HSET", "rl:v3:{x.fleet}:log", "2", "set\nq:corrupt"]);
     let e = b.sync().await.unwrap_err();
     assert_eq!(e.kind().as_str(), "corrupt");
     assert_eq!(limit.quota(), 4, "nothing applied");
     assert!(b.applied().error.unwrap().contains("corrupt"));
     // An entry that does not decode: read whole (the log no longer covers B's version).
-    redis.cli(&["HDEL", "rl:v2:{x.fleet}:log", "2"]);
-    redis.cli(&["HSET", "rl:v2:{x.fleet}:runtime", "q:corrupt", "forty"]);
+    redis.cli(&["HDEL", "rl:v3:{x.fleet}:log", "2"]);
+    redis.cli(&["HSET", "rl:v3:{x.fleet}:runtime", "q:corrupt", "forty"]);
     let e = b.sync().await.unwrap_err();
     assert_eq!(e.kind().as_str(), "corrupt");
     assert_eq!(limit.quota(), 4, "nothing applied");
@@ -176,7 +176,7 @@ async fn a_lost_change_then_another_at_its_version_is_not_taken_for_it() {
     b.sync().await.unwrap();
     assert_eq!((b.applied().version, b_limit.quota()), (2, 5));
     // The promoted replica's state: version 1, as it was before the second change.
-    let (state, log) = ("rl:v2:{x.fleet}:runtime", "rl:v2:{x.fleet}:log");
+    let (state, log) = ("rl:v3:{x.fleet}:runtime", "rl:v3:{x.fleet}:log");
     let first = redis.cli(&["HGET", log, "1"]);
     let tip = first.split('\n').next().unwrap().trim().to_owned();
     redis.cli(&[

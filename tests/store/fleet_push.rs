@@ -152,7 +152,7 @@ async fn the_instances_put_back_a_state_the_store_lost_in_a_restart() {
     let v = a.fleet.applied().version;
     within(|| [&b, &c].iter().all(|i| i.fleet.applied().version == v)).await;
     redis.restart();
-    let key = "rl:v2:{x.fleet}:runtime";
+    let key = "rl:v3:{x.fleet}:runtime";
     let t0 = Instant::now();
     while redis.cli(&["HGET", key, "q:restart"]).trim() != "3" {
         assert!(t0.elapsed() < Duration::from_secs(3), "not put back");
@@ -205,7 +205,7 @@ async fn the_state_survives_a_sentinel_failover() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let raw = s.servers[1].cli(&["HGET", "rl:v2:{x.fleet}:runtime", "#v"]);
+    let raw = s.servers[1].cli(&["HGET", "rl:v3:{x.fleet}:runtime", "#v"]);
     assert_eq!(raw.trim(), "2", "the new primary had the first change");
     let took = within(|| a.limit.quota() == 5 && b.limit.quota() == 5).await;
     println!("after the failover, a change applied by the others in {took:?}");
@@ -287,7 +287,7 @@ async fn a_forged_notice_applies_nothing_the_state_does_not_hold() {
             .is_some_and(|(_, d)| d.is_ban())
     };
     while !banned().await {}
-    let channel = "rl:v2:{x.fleet}:changes";
+    let channel = "rl:v3:{x.fleet}:changes";
     let lift = format!("{} lift {name}-ban p:victim", v + 1);
     for forged in ["999999", "1", "1 lift no-such p:x", "noise", lift.as_str()] {
         redis.cli(&["PUBLISH", channel, forged]);

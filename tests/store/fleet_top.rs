@@ -121,7 +121,7 @@ async fn the_flooder_tops_the_merged_report(store: impl Fn() -> AnyStore, name: 
 async fn a_flooder_spread_over_three_instances_tops_the_merged_report_on_redis() {
     let redis = RedisServer::start();
     the_flooder_tops_the_merged_report(|| redis.store(), "top-redis").await;
-    let ttl = redis.cli(&["PTTL", "rl:v2:{x.top}:top-redis:top-redis-a"]);
+    let ttl = redis.cli(&["PTTL", "rl:v3:{x.top}:top-redis:top-redis-a"]);
     let ttl: i64 = ttl.trim().parse().unwrap();
     assert!(ttl > 0 && ttl <= 600, "every report has a TTL: {ttl}");
 }

@@ -29,3 +29,4 @@ mod support;
 mod tls;
 mod upgrade;
 mod verify;
+mod windows;

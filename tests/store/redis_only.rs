@@ -88,13 +88,20 @@ async fn a_four_limit_chain_over_four_principals_is_one_evalsha() {
     }
     let calls = server.command_stats();
     // The client sent EVALSHA only; Redis also counts the commands the script runs inside
-    // (MGET, SET, TIME), which are not round trips.
+    // (GET, INCRBY, PEXPIRE, TIME), which are not round trips.
     assert_eq!(server.command_calls("evalsha"), 50, "{calls:?}");
     for (name, _) in &calls {
         assert!(
             matches!(
                 name.as_str(),
-                "evalsha" | "mget" | "set" | "time" | "config|resetstat"
+                "evalsha"
+                    | "mget"
+                    | "get"
+                    | "set"
+                    | "incrby"
+                    | "pexpire"
+                    | "time"
+                    | "config|resetstat"
             ),
             "unexpected command {name}: {calls:?}"
         );
@@ -154,7 +161,7 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
         .enumerate()
     {
         let scope = format!("site{i}");
-        let name = format!("rl:v2:{{x.pacer:{scope}}}:pacer:harvest");
+        let name = format!("rl:v3:{{x.pacer:{scope}}}:pacer:harvest");
         server.cli(&["SET", &name, seed]);
         let pacer =
             ratekeeper_core::pace::SharedPacer::new(store.clone(), "harvest", aimd).unwrap();
@@ -185,6 +192,8 @@ async fn retry_after_comes_from_the_redis_clock() {
     for _ in 0..5 {
         assert!(redis.check(&chain).await.unwrap().is_allowed());
     }
+    // The window's own key, named by the server's window.
+    let key = format!("{key}:{window}");
     assert!(
         !server.cli(&["PTTL", &key]).starts_with('-'),
         "{key} is set"
@@ -221,7 +230,7 @@ async fn webhook_deliveries_are_processed_once_across_instances() {
     assert!(b.first_seen("delivery-42", day).await.unwrap());
     assert!(!a.first_seen("delivery-42", day).await.unwrap());
     let ttl: i64 = server
-        .cli(&["PTTL", "rl:v2:{x.dedupe:delivery-42}"])
+        .cli(&["PTTL", "rl:v3:{x.dedupe:delivery-42}"])
         .trim()
         .parse()
         .unwrap();
@@ -289,9 +298,9 @@ async fn a_refused_config_get_is_reported_as_unchecked() {
     );
 }
 
-/// A write in the window the key already expires with keeps its expiry (`SET .. KEEPTTL`,
-/// the cheaper write); the first write, and the first of a new window, sets it (`PX`). The
-/// expiry is the window's end either way: a later check never pushes it back.
+/// A window's key is counted with `INCRBY`, which keeps its expiry, and given one
+/// (`PEXPIRE`: the window's end plus the slack) only when the charge made it: a later
+/// check never pushes the expiry back; the next window is a new key with its own.
 #[tokio::test]
 async fn a_write_in_the_same_window_keeps_the_expiry() {
     let window = Duration::from_secs(1);
@@ -320,18 +329,32 @@ async fn a_write_in_the_same_window_keeps_the_expiry() {
     // The next window: a new expiry.
     crate::support::clear_of_boundary(window, window).await;
     assert!(store.check(&chain).await.unwrap().is_allowed());
-    let sets: Vec<Vec<Vec<u8>>> = crate::monitor::commands(&monitor.finish())
+    let writes: Vec<String> = crate::monitor::commands(&monitor.finish())
         .into_iter()
-        .filter(|c| c.by_script && c.args[0].eq_ignore_ascii_case(b"set"))
-        .map(|c| c.args)
-        .collect();
-    let tails: Vec<String> = sets
-        .iter()
-        .map(|a| String::from_utf8_lossy(&a[3]).into_owned())
+        .filter(|c| {
+            c.by_script
+                && (c.args[0].eq_ignore_ascii_case(b"set")
+                    || c.args[0].eq_ignore_ascii_case(b"incrby")
+                    || c.args[0].eq_ignore_ascii_case(b"pexpire"))
+        })
+        .map(|c| {
+            let tail = if c.args.len() > 3 && c.args[0].eq_ignore_ascii_case(b"set") {
+                &c.args[3][..]
+            } else {
+                b""
+            };
+            format!(
+                "{} {}",
+                String::from_utf8_lossy(&c.args[0]).to_uppercase(),
+                String::from_utf8_lossy(tail)
+            )
+            .trim()
+            .to_owned()
+        })
         .collect();
     assert_eq!(
-        tails,
-        ["KEEPTTL", "KEEPTTL", "PX", "PX"],
+        writes,
+        ["INCRBY", "INCRBY", "INCRBY", "INCRBY", "PEXPIRE", "PEXPIRE"],
         "same window, then the next"
     );
     for (b, a) in before.iter().zip(&after) {

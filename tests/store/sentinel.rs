@@ -89,9 +89,9 @@ async fn follows_the_new_primary(mut s: RedisSentinels) {
         .expect("the store answers again without a restart");
     println!("answered by the new primary {took:?} after the Sentinels named it");
     // The count lives on the new primary (what replication had carried, plus the new one).
-    let name = store.key_name(&limit.key(Principal::user("u")));
-    let raw = s.servers[1].cli(&["GET", &name]);
-    assert!(!raw.trim().is_empty(), "the key is on the new primary");
+    let names = store.key_names(&limit.key(Principal::user("u")));
+    let raw = crate::support::stored(&s.servers[1], &names);
+    assert!(!raw.is_empty(), "the key is on the new primary");
 }
 
 #[tokio::test]
@@ -111,14 +111,14 @@ async fn a_frozen_primary_that_returns_as_a_replica_is_left_behind() {
         assert!(Instant::now() < deadline, "the old primary was not demoted");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let name = store.key_name(&limit.key(Principal::user("u")));
+    let names = store.key_names(&limit.key(Principal::user("u")));
     let count = |port_is_new: bool| {
         let server = if port_is_new {
             &s.servers[1]
         } else {
             &s.servers[0]
         };
-        server.cli(&["GET", &name])
+        crate::support::stored(server, &names)
     };
     let before = count(true);
     let mut answered = 0;

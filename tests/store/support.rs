@@ -2,6 +2,17 @@ use std::time::Duration;
 
 use ratekeeper_core::{AnyStore, Chain, ChainDecision, Outcome, RedisStore, Store};
 
+/// What `server` holds under `names` (e.g. [`RedisStore::key_names`]: a window's keys):
+/// the values found, joined by spaces; empty when no key exists.
+pub(crate) fn stored(server: &ratekeeper_tests::redis::RedisServer, names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| server.cli(&["GET", n]).trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A standalone Redis store for `url`.
 pub(crate) fn standalone(url: &str) -> AnyStore {
     AnyStore::Redis(RedisStore::builder(url).build().unwrap())

@@ -25,6 +25,7 @@ pub(crate) const LIMITER_ACL: &[&str] = &[
     "+time",
     "+get",
     "+mget",
+    "+incrby",
     "+pexpire",
     "+zadd",
     "+zcard",

@@ -20,7 +20,7 @@ impl RedisStore {
     pub async fn health(&self) -> Result<(), StoreError> {
         #[cfg(feature = "cluster")]
         if let Some(c) = self.inner.conn.cluster() {
-            let args = head(self.inner.slack_ms, 0, 0);
+            let args = head(self.inner.slack_ms, 0, 0, 0);
             let inv = Invocation {
                 script: &self.inner.chain,
                 code: CHAIN_LUA,
@@ -116,12 +116,16 @@ impl RedisStore {
         Ok(out)
     }
 
-    pub(super) async fn del(&self, name: &str) -> Result<(), StoreError> {
+    /// Deletes `names` (one slot: one principal's keys).
+    pub(super) async fn del(&self, names: &[String]) -> Result<(), StoreError> {
+        let Some(first) = names.first() else {
+            return Ok(());
+        };
         let mut cmd = redis::cmd("DEL");
-        cmd.arg(name);
+        cmd.arg(names);
         self.inner
             .conn
-            .query::<Value>(&cmd, name)
+            .query::<Value>(&cmd, first)
             .await
             .map_err(store_error)?;
         Ok(())

@@ -27,7 +27,12 @@ use tokio::sync::oneshot;
 
 use super::conn::Conn;
 use super::error::{bad_answer, refused_chain, store_error};
-use super::script::{CHAIN_LUA, Grants, Invocation, ScriptMode, decode, head, push_chain};
+use super::script::{
+    CHAIN_LUA, Grants, Invocation, ScriptMode, WINDOW_LUA, decode, head, push_chain,
+};
+use super::script::{ChainAnswer, Unanswered};
+use super::script::{FIXED, SLIDING};
+use super::windows::{ServerClock, expand, local_us};
 use crate::protocol::Decision;
 use crate::protocol::{StoreError, StoreErrorKind};
 
@@ -93,6 +98,8 @@ struct Shared {
     rt: tokio::runtime::Handle,
     conn: Arc<Conn>,
     script: Script,
+    window: Script,
+    clock: Arc<ServerClock>,
     slack_ms: u64,
     max: usize,
     lanes: Mutex<Lanes>,
@@ -114,12 +121,14 @@ pub(super) struct Batcher {
 
 impl Batcher {
     /// Calls of at most `max` chains, run on the current runtime (call inside one).
-    pub(super) fn new(conn: Arc<Conn>, slack_ms: u64, max: usize) -> Self {
+    pub(super) fn new(conn: Arc<Conn>, clock: Arc<ServerClock>, slack_ms: u64, max: usize) -> Self {
         let cluster = conn.is_cluster();
         let shared = Arc::new(Shared {
             rt: tokio::runtime::Handle::current(),
             conn,
             script: Script::new(CHAIN_LUA),
+            window: Script::new(WINDOW_LUA),
+            clock,
             slack_ms,
             max: max.max(1),
             lanes: Mutex::new(Lanes::default()),
@@ -251,51 +260,160 @@ async fn call(mut jobs: Vec<Job>, done: Done) {
         keys.append(&mut job.keys);
     }
     let chains: Vec<(ScriptMode, &[u64])> = jobs.iter().map(|j| (j.mode, &j.checks[..])).collect();
-    let answers = send(
-        &shared.conn,
-        &shared.script,
-        shared.slack_ms,
-        &keys,
-        &chains,
-    )
-    .await;
+    let to = To {
+        conn: &shared.conn,
+        script: &shared.script,
+        window: &shared.window,
+        clock: &shared.clock,
+        slack_ms: shared.slack_ms,
+    };
+    let answers = send(&to, &keys, &chains).await;
     drop(chains);
     for (job, answer) in jobs.into_iter().zip(answers) {
         let _ = job.reply.send(answer);
     }
 }
 
-/// Sends `chains` (each: its mode and four numbers per check; their keys one after another
-/// in `keys`) in one call of the chain script: an answer per chain, in order. When the call
-/// fails, each chain gets its error.
+/// Where a call goes: the connection, the chain script, and the estimate of the server's
+/// clock that names the windows' keys.
+pub(super) struct To<'a> {
+    pub(super) conn: &'a Conn,
+    pub(super) script: &'a Script,
+    /// The fast script for the common shape (`window.lua`).
+    pub(super) window: &'a Script,
+    pub(super) clock: &'a ServerClock,
+    pub(super) slack_ms: u64,
+}
+
+/// Sends `chains` (each: its mode and four numbers per check; their keys' names one after
+/// another in `keys`, one per check) in one call of the chain script: an answer per chain,
+/// in order. When the call fails, each chain gets its error. A chain whose window the keys
+/// did not name (the estimate of the server's clock was off by more than a quarter window)
+/// is sent once more, named from the clock the answer showed.
 pub(super) async fn send(
-    conn: &Conn,
-    script: &Script,
-    slack_ms: u64,
+    to: &To<'_>,
     keys: &[String],
     chains: &[(ScriptMode, &[u64])],
 ) -> Vec<BatchAnswer> {
+    let (now, answers, seen) = match one_call(to, keys, chains, None).await {
+        Ok(answered) => answered,
+        Err(e) => return chains.iter().map(|_| Err(e.error())).collect(),
+    };
+    let moved = |a: &ChainAnswer| matches!(a, Err(Unanswered::Moved));
+    if !answers.iter().any(moved) {
+        return answers.into_iter().map(|a| finish(now, a)).collect();
+    }
+    // The moved chains again, with their keys: each chain's keys are one per check.
+    let (mut again_keys, mut again) = (Vec::new(), Vec::new());
+    let mut at = 0;
+    for ((mode, checks), a) in chains.iter().zip(&answers) {
+        let n = checks.len() / 4;
+        if moved(a) {
+            again_keys.extend_from_slice(&keys[at..at + n]);
+            again.push((*mode, *checks));
+        }
+        at += n;
+    }
+    // Named from this server's own time (on a Cluster, nodes' clocks may differ).
+    let mut second = match one_call(to, &again_keys, &again, Some((now, seen))).await {
+        Ok((now, answers, _)) => answers.into_iter().map(|a| finish(now, a)).collect(),
+        Err(e) => again.iter().map(|_| Err(e.error())).collect::<Vec<_>>(),
+    }
+    .into_iter();
+    answers
+        .into_iter()
+        .map(|a| {
+            if moved(&a) {
+                second.next().unwrap_or_else(|| Err(bad_answer()))
+            } else {
+                finish(now, a)
+            }
+        })
+        .collect()
+}
+
+/// A chain's answer as a caller takes it.
+fn finish(now: u64, a: ChainAnswer) -> BatchAnswer {
+    match a {
+        Ok((ds, gs)) => Ok((now, ds, gs)),
+        Err(Unanswered::Refused) => Err(refused_chain()),
+        // Moved twice: the server's clock jumps faster than the answers can follow.
+        Err(Unanswered::Moved) => Err(StoreError::new(
+            StoreErrorKind::NotExecuted,
+            "redis: the server's window was not among the keys named, twice (its clock moved)",
+        )),
+    }
+}
+
+/// One call of the chain script: the server's time, an answer per chain, and when (on this
+/// instance's clock) the answer came. The keys of windows are named from the estimate of
+/// the server's clock, which the answer corrects, or from `from`: a server's time and when
+/// this instance saw it.
+async fn one_call(
+    to: &To<'_>,
+    names: &[String],
+    chains: &[(ScriptMode, &[u64])],
+    from: Option<(u64, u64)>,
+) -> Result<(u64, Vec<ChainAnswer>, u64), Failed> {
+    let sent = local_us();
+    let t = match from {
+        Some((server, seen)) => server.saturating_add(sent.saturating_sub(seen)),
+        None => to.clock.estimate(sent),
+    };
+    let mut keys = Vec::with_capacity(names.len() * 2);
+    let mut at = 0;
+    for (_, checks) in chains {
+        let n = checks.len() / 4;
+        expand(&names[at..at + n], checks, t, &mut keys);
+        at += n;
+    }
     let then = chains.iter().map(|(_, checks)| 2 + checks.len()).sum();
-    let mut args = head(slack_ms, chains.len(), then);
+    let mut args = head(to.slack_ms, chains.len(), t, then);
     for (mode, checks) in chains {
         push_chain(&mut args, *mode, checks);
     }
+    let (script, code) = if chains
+        .iter()
+        .all(|(mode, checks)| common_shape(*mode, checks))
+    {
+        (to.window, WINDOW_LUA)
+    } else {
+        (to.script, CHAIN_LUA)
+    };
     let inv = Invocation {
         script,
-        code: CHAIN_LUA,
-        keys,
+        code,
+        keys: &keys,
         args: &args,
         doubles: true,
     };
-    let each = |e: &dyn Fn() -> StoreError| chains.iter().map(|_| Err(e())).collect();
-    match conn.invoke::<Value>(&inv).await {
-        Ok(v) => match decode(&v, chains.len()) {
-            Ok((now, answers)) => answers
-                .into_iter()
-                .map(|a| a.map(|(ds, gs)| (now, ds, gs)).ok_or_else(refused_chain))
-                .collect(),
-            Err(_) => each(&bad_answer),
-        },
-        Err(e) => each(&|| store_error(e.clone())),
+    let v = to.conn.invoke::<Value>(&inv).await.map_err(Failed::Redis)?;
+    let (now, answers) = decode(&v, chains.len()).map_err(|_| Failed::BadAnswer)?;
+    let received = local_us();
+    to.clock.observe(now, sent, received);
+    Ok((now, answers, received))
+}
+
+/// Whether a chain is of the shape `window.lua` answers: in order, every check a fixed or
+/// sliding window with a window, no lease asked.
+fn common_shape(mode: ScriptMode, checks: &[u64]) -> bool {
+    mode == ScriptMode::InOrder
+        && checks
+            .chunks_exact(4)
+            .all(|c| matches!(c[0], FIXED | SLIDING) && c[2] > 0)
+}
+
+/// Why a call answered no chain: the same error for each.
+enum Failed {
+    Redis(redis::RedisError),
+    BadAnswer,
+}
+
+impl Failed {
+    fn error(&self) -> StoreError {
+        match self {
+            Self::Redis(e) => store_error(e.clone()),
+            Self::BadAnswer => bad_answer(),
+        }
     }
 }

@@ -9,7 +9,7 @@ use super::batch::Batcher;
 use super::conn::Conn;
 use super::connect::Deployment;
 use super::deny::DenyCache;
-use super::script::{CHAIN_LUA, PACER_LUA, REFUND_LUA, SLOTS_LUA};
+use super::script::{CHAIN_LUA, PACER_LUA, REFUND_LUA, SLOTS_LUA, WINDOW_LUA};
 use super::tls::Tls;
 use super::{KEY_VERSION, RedisInner, RedisStore};
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -161,8 +161,9 @@ impl RedisStoreBuilder {
         };
         let conn = Arc::new(conn);
         let slack_ms = u64::try_from(self.slack.as_millis()).unwrap_or(u64::MAX);
-        let batch =
-            (self.coalesce > 1).then(|| Batcher::new(conn.clone(), slack_ms, self.coalesce));
+        let clock = Arc::new(super::windows::ServerClock::default());
+        let batch = (self.coalesce > 1)
+            .then(|| Batcher::new(conn.clone(), clock.clone(), slack_ms, self.coalesce));
         Ok(RedisStore {
             inner: Arc::new(RedisInner {
                 conn,
@@ -170,7 +171,9 @@ impl RedisStoreBuilder {
                 endpoint,
                 prefix: format!("{}:{KEY_VERSION}", self.prefix),
                 slack_ms,
+                clock,
                 chain: Script::new(CHAIN_LUA),
+                window: Script::new(WINDOW_LUA),
                 refund: Script::new(REFUND_LUA),
                 slots: Script::new(SLOTS_LUA),
                 pacer: Script::new(PACER_LUA),

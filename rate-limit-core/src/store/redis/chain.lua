@@ -1,29 +1,28 @@
 -- rate-limit: check one or more chains of limits, each atomically and all-or-nothing on
 -- its own, in one call. A line-for-line port of rate-limit-core's algorithms
--- (src/algorithm/*.rs); keep the two in step.
+-- (src/algorithm/*.rs); keep the two in step. window.lua answers the common shape faster.
 --
--- KEYS     every chain's keys, chain after chain (on a Cluster: one chain, one slot)
--- ARGV[1]  every number below, as little-endian doubles in one string (script.rs: why)
--- A[1]     TTL slack in milliseconds
--- A[2]     the number of chains
--- then per chain: mode (0 in order, all or nothing; 1 charge every limit; 2 overdraw;
---          3 count attempts: charge in order up to and including the first refusal),
---          its number of checks n, then per check: algorithm (1 fixed, 2 sliding, 3 log,
---          4 bucket) + 16 × the units a lease asks for beyond the cost (in order, mode 0,
---          only), quota or capacity, window or emission interval (us), cost; or for a ban:
---          5 + 16 × the refusals one refusal counts, after, within (us), the ban (us)
--- Returns {now_us, chains, then per chain: 0, n, then per evaluated check: outcome
---          (0 allowed, 1 denied, 2 never fits; allowed with a lease granted: 4 × units),
---          limit, remaining (after the grant), reset_us, retry_us, window_us; or 1, 0 for
---          a chain that failed (it charged nothing)}, as little-endian doubles
+-- KEYS     per check, chain after chain (on a Cluster: one chain, one slot): a fixed
+--          window's two keys (the windows of T' = T - window / 4 and the next), a sliding
+--          window's three (also the one before T'), any other check's one
+-- ARGV[1]  every number, as little-endian doubles in one string (script.rs: why): TTL
+--          slack (ms), the number of chains, T (the instance's estimate of the server's
+--          time, us, which named the windows' keys: TIME picks among them); per chain:
+--          mode (0 in order, all or nothing; 1 charge every limit; 2 overdraw; 3 count
+--          attempts: charge in order up to and including the first refusal), n, then per
+--          check: algorithm (1 fixed, 2 sliding, 3 log, 4 bucket) + 16 × the units a
+--          lease asks for beyond the cost (mode 0 only), quota or capacity, window or
+--          emission interval (us), cost; or for a ban: 5 + 16 × the refusals one refusal
+--          counts, after, within (us), the ban (us)
+-- Returns  now (us), chains, then per chain 0, n and per evaluated check: outcome (0
+--          allowed, 1 denied, 2 never fits; allowed with a lease: 4 × units granted),
+--          limit, remaining, reset, retry, window (us); or 1, 0 for a chain that failed,
+--          2, 0 for one whose window no key named (neither charged), as doubles
 --
--- Chains see each other's charges in order. Each key is read once (MGET) and written
--- once (SET) per call, whatever number of chains touch it.
--- No `#!lua` first line: Redis 6.2 cannot compile one. Without it Redis (6.2 and 7) still
--- refuses the script's first write with OOM at the memory cap, before anything is written,
--- so a call at the cap charges nothing (the scripts read everything, then write).
--- Time is the server's (TIME), in microseconds; costs arrive capped at 2^52, so every
--- number stays below 2^53.
+-- Chains see each other's charges in order; each key is read once (MGET) and written once
+-- per call. No `#!lua` line (Redis 6.2 cannot compile one); without it Redis still refuses
+-- the first write at the memory cap before anything is written, and this script reads
+-- everything, then writes. Costs arrive capped at 2^52: every number stays below 2^53.
 
 local floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
 local tonumber = tonumber
@@ -33,14 +32,12 @@ local MIN_RETRY = 1000
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
--- The arguments, 200 at a time (`unpack`'s results must fit Lua's C stack); up to 200,
--- the unpacked table is A itself (its last entry, the position after them, unused): a
--- table costs a call ~1 400 instructions (Redis 6.2), so the script keeps to few.
+-- The arguments, 200 at a time (`unpack`'s results must fit Lua's C stack).
 local A
 do
   local blob = ARGV[1]
   local total = #blob / 8
-  if total % 1 ~= 0 or total < 2 then error('chain.lua: the arguments are not doubles') end
+  if total % 1 ~= 0 or total < 3 then error('chain.lua: the arguments are not doubles') end
   if total <= 200 then
     A = {struct.unpack('<' .. string.rep('d', total), blob)}
   else
@@ -54,11 +51,10 @@ do
     end
   end
 end
-local slack = A[1]
+local slack, T = A[1], A[3]
 local out = {now, A[2]}
 
--- Whole-number division below 2^53: `%` is an opcode where `floor` is a C call (~300
--- instructions); the rounding of `a / b` it inherits is corrected after.
+-- Whole-number division below 2^53: `%` (an opcode, where `floor` is a C call), corrected.
 local function idiv(a, b)
   local q = (a - a % b) / b
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
@@ -88,11 +84,9 @@ local function verdict(at, charge, fits, cost, quota, remaining, reset, window, 
 end
 
 -- Each algorithm: writes its decision at `at`, returns the outcome and, when it charged,
--- the new state and when it expires.
+-- the new state and when it expires. A window's state is its window's (`windows`).
 local function fixed(at, q, w, st, cost, charge)
-  local window = idiv(now, w)
-  local count = 0
-  if type(st) == 'table' and #st == 2 and st[1] >= window then count = st[2] end
+  local window, count = st[1], st[2]
   local ending = (window + 1) * w - now
   local fits = cost <= q and count + cost <= q
   local charged = applies(charge, fits, cost, q)
@@ -110,14 +104,8 @@ local function fixed(at, q, w, st, cost, charge)
 end
 
 local function sliding(at, q, w, st, cost, charge)
-  local window = idiv(now, w)
-  local cap = q * 2
-  local curr, prev = 0, 0
-  if type(st) == 'table' and #st == 3 then
-    local sc, sp = min(st[2], cap), min(st[3], cap)
-    if st[1] >= window then curr, prev = sc, sp
-    elseif st[1] + 1 == window then curr, prev = 0, sc end
-  end
+  local window, cap = st[1], q * 2
+  local curr, prev = min(st[2], cap), min(st[3], cap)
   local e = now - window * w
   local fits = cost <= q and curr + cost <= q and prev * (w - e) <= (q - curr - cost) * w
   local charged = applies(charge, fits, cost, q)
@@ -212,8 +200,7 @@ end
 local steps = {fixed, sliding, log, bucket}
 
 -- A ban (src/algorithm/ban.rs): its state is `until` (µs), then (timestamp, count) per
--- refusal counted; `after` refusals within `within` ban for `ban` µs. The gate charges
--- nothing; while banned, nothing counts.
+-- refusal counted; `after` refusals within `within` ban for `ban` µs.
 local function ban_state(st)
   if type(st) == 'number' then return st, {} end
   local ev = {}
@@ -262,12 +249,8 @@ local function ban_count(after, within, ban, st, n)
   return flat, max(now + within, till)
 end
 
--- Stored states: numbers separated by spaces, read once per key (MGET); in here one
--- number is kept as a number, more as a table. Anything else (corrupt data, another type,
--- the wrong count for the algorithm) counts as no state; the next write replaces it.
--- Text, not binary: Redis keeps a one-number state (a token bucket's) as an integer with
--- no string allocated, and short counts are shorter as text than as 8-byte doubles
--- (measured: binary doubles cost 16 more bytes per key for every algorithm).
+-- A log's, a bucket's or a ban's state: numbers as text separated by spaces (one kept as a
+-- number, more as a table); anything else counts as no state, which the next write replaces.
 local raw = {}
 for from = 1, #KEYS, 1000 do     -- MGET in parts: unpack's results must fit Lua's C stack
   local to = min(from + 999, #KEYS)
@@ -285,14 +268,12 @@ local function parse(s)
   end
   local space = find(s, ' ', 1, true)
   if not space then
-    -- One number (the token bucket's state): tonumber alone, no split (same rules).
     local v = tonumber(s)
     if v == nil or v < 0 or v % 1 ~= 0 then return false end
     return v
   end
-  -- Split at each single space with `find` (a plain search, no pattern): a pattern
-  -- iterator costs Redis about twice as much for a two-number state. An empty token (two
-  -- spaces, a leading or trailing one) is not a number: no state, as for any corrupt data.
+  -- Split at each space with a plain `find` (a pattern costs twice); an empty token (two
+  -- spaces, a leading or trailing one) is not a number: no state.
   local st, n, from = {}, 0, 1
   while true do
     local v = tonumber(sub(s, from, (space or 0) - 1))
@@ -305,75 +286,97 @@ local function parse(s)
   end
 end
 
--- Integers as text: `%d` (exact below 2^53: Redis's Lua formats a 64-bit long; Lua 5.4
--- takes an integral float) costs about half what `%.0f` does; one `format` per state.
+-- Integers as text: `%d` (exact below 2^53) costs about half what `%.0f` does.
 local function encode(s)
   if type(s) == 'number' then return format('%d', s) end
-  local n = #s
-  if n == 2 then return format('%d %d', s[1], s[2]) end
-  if n == 3 then return format('%d %d %d', s[1], s[2], s[3]) end
   local parts = {}
-  for j = 1, n do parts[j] = format('%d', s[j]) end
+  for j = 1, #s do parts[j] = format('%d', s[j]) end
   return table.concat(parts, ' ')
 end
 
--- A key's state as the chains so far left it; the first read parses the stored text and
--- keeps the parse in `raw` too (the state as read, which `parse` returns as it is).
-local stored = {}
+-- A key's state as the chains so far left it; the first read parses the stored text.
 local function current(key)
   local st = state[key]
   if st == nil then
     st = parse(raw[key])
-    state[key], stored[key] = st, st
+    state[key] = st
   end
   return st
 end
 
--- Keys of a fixed or sliding window. One whose stored state is in its new state's window
--- already has the expiry a write would set (the window's end, plus slack), so the write
--- keeps it (`SET .. KEEPTTL`, Redis 6.0+): half what `SET .. PX` costs Redis.
-local windowed = {}
+-- A window's count as stored: a whole number, else (no key, corrupt data) false.
+local function count(s)
+  local v = parse(s)
+  return type(v) == 'number' and v
+end
+
+-- Fixed and sliding windows keep a key per window, an integer. The steps see {window,
+-- count} or {window, count, previous count}, kept under the check's first key's name;
+-- `wkey`: the current window's key, `wread`: its count as read (false: none).
+local wkey, wread = {}, {}
+local MOVED = {}   -- the error of a check whose window no key names (compared by identity)
+local function windows(pos, algo, w)
+  local id = KEYS[pos]
+  local st = state[id]
+  if st ~= nil then return st end
+  local win = idiv(now, w)
+  local off = win - idiv(T - (w - w % 4) / 4, w)
+  if off < 0 or off > 1 then error(MOVED) end
+  local name = KEYS[pos + off + algo - 1]
+  local c = count(raw[name])
+  st = {win, c or 0}
+  if algo == 2 then st[3] = count(raw[KEYS[pos + off]]) or 0 end
+  state[id], wkey[id], wread[id] = st, name, c
+  return st
+end
+
+-- The state of the check whose keys start at KEYS[pos].
+local function load(pos, algo, w)
+  if algo == 1 or algo == 2 then return windows(pos, algo, w) end
+  return current(KEYS[pos])
+end
+
+-- How many keys a check names, by algorithm.
+local WIDTH = {2, 3, 1, 1, 1}
+-- The position of each check's first key in the running chain (set by `all`).
+local pos = {}
 
 local pend = {}                 -- one chain's charges: key, state, expiry per check
--- A key's state as the running chain left it: valid while `at[key]` is that chain's number
--- (no clearing between chains, no scan of the chain's earlier checks).
+-- A key's state as the running chain left it, valid while `at[key]` is that chain's number.
 local at, mine, number = {}, {}, 0
 
--- A refusal of the chain by check r: each ban before it of the same principal (the key's
--- hash tag) counts it.
-local function count_bans(k, a, r)
-  local tag = match(KEYS[k + r], '{([^}]*)}')
+-- A refusal by check r: each ban before it of the same principal (hash tag) counts it.
+local function count_bans(a, r)
+  local tag = match(KEYS[pos[r]], '{([^}]*)}')
   for j = 1, r - 1 do
     local p = a + (j - 1) * 4
     local code = A[p + 1]
-    local key = KEYS[k + j]
+    local key = KEYS[pos[j]]
     if code % 16 == 5 and match(key, '{([^}]*)}') == tag then
-      local nx, exp = ban_count(A[p + 2], A[p + 3],
-                                A[p + 4], current(key), (code - 5) / 16)
+      local nx, exp = ban_count(A[p + 2], A[p + 3], A[p + 4], current(key), (code - 5) / 16)
       if nx then state[key] = nx; expiry[key] = exp end
     end
   end
 end
 
--- One chain: its keys are KEYS[k + 1 ..], its checks' numbers A[a + 1 ..]. Writes its
--- output after out[head]; returns how many checks it evaluated. What it charged is kept
--- only when it passes.
-local function chain(head, mode, n, k, a)
+-- One chain: its checks' keys start at KEYS[pos[i]], their numbers at A[a + 1 ..]; writes
+-- after out[head], returns how many checks it evaluated, keeps its charges if it passes.
+local function chain(head, mode, n, a)
   local charge = IFFITS
   if mode == 1 or mode == 3 then charge = ALWAYS elseif mode == 2 then charge = OVERDRAW end
   local base = head + 2
   local evaluated = n
   number = number + 1
   for i = 1, n do
-    local key = KEYS[k + i]
+    local key = KEYS[pos[i]]
     local p = a + (i - 1) * 4
-    -- The state as this chain left it, else as the chains before it left it.
-    local st
-    if at[key] == number then st = mine[key] else st = current(key) end
     local code, o6 = A[p + 1], base + (i - 1) * 6
     local algo = code % 16
     local step, q, w, cost = steps[algo], A[p + 2], A[p + 3],
                              A[p + 4]
+    -- The state as this chain left it, else as the chains before it left it.
+    local st
+    if at[key] == number then st = mine[key] else st = load(pos[i], algo, w) end
     local o, nx, exp
     if algo == 5 then
       -- A ban's gate; a charge (overdraw) counts its refusals first.
@@ -386,10 +389,10 @@ local function chain(head, mode, n, k, a)
           local c = A[q + 1]
           if c % 16 == 5 then
             ban_gate(base + (j - 1) * 6, A[q + 2], A[q + 3],
-                     A[q + 4], current(KEYS[k + j]))
+                     A[q + 4], current(KEYS[pos[j]]))
           else
             steps[c % 16](base + (j - 1) * 6, A[q + 2], A[q + 3],
-                          current(KEYS[k + j]), 0, IFFITS)
+                          load(pos[j], c % 16, A[q + 3]), 0, IFFITS)
           end
         end
         if nx then state[key] = nx; expiry[key] = exp end
@@ -408,10 +411,7 @@ local function chain(head, mode, n, k, a)
         else step(o6, q, w, st, cost, charge) end
       end
     end
-    if nx then
-      at[key], mine[key] = number, nx
-      if algo <= 2 then windowed[key] = true end
-    end
+    if nx then at[key], mine[key] = number, nx end
     pend[3 * i - 2], pend[3 * i - 1], pend[3 * i] = key, nx or false, exp
     if o ~= 0 and mode == 0 then
       -- Nothing is charged: the limits before the refusal report their state as it stays.
@@ -420,10 +420,10 @@ local function chain(head, mode, n, k, a)
         local c = A[q + 1]
         if c % 16 ~= 5 then
           steps[c % 16](base + (j - 1) * 6, A[q + 2], A[q + 3],
-                        current(KEYS[k + j]), 0, IFFITS)
+                        load(pos[j], c % 16, A[q + 3]), 0, IFFITS)
         end
       end
-      count_bans(k, a, i)
+      count_bans(a, i)
       return i
     end
     -- Counting attempts: charged up to here, the refusal included; nothing after it.
@@ -435,39 +435,43 @@ local function chain(head, mode, n, k, a)
   end
   if mode ~= 2 then
     for i = 1, evaluated do
-      if out[base + (i - 1) * 6 + 1] % 4 ~= 0 then count_bans(k, a, i) break end
+      if out[base + (i - 1) * 6 + 1] % 4 ~= 0 then count_bans(a, i) break end
     end
   end
   return evaluated
 end
 
--- Every chain in turn. With `guard`, each chain runs under its own pcall, so a chain with
--- bad arguments fails alone (1, 0) and charges nothing.
+-- Every chain in turn. With `guard`, each under its own pcall: a chain with bad arguments
+-- fails alone (1, 0), one whose window no key named too (2, 0), charging nothing.
 local function all(guard)
-  local k, a = 0, 2
+  local k, a = 0, 3
   for _ = 1, out[2] do
     local mode, n = A[a + 1], A[a + 2]
+    for i = 1, n do
+      pos[i] = k + 1
+      k = k + (WIDTH[(A[a + 3 + (i - 1) * 4] or 0) % 16] or 1)
+    end
     local head = #out
     out[head + 1], out[head + 2] = 0, 0
     if guard then
-      local ok, evaluated = pcall(chain, head, mode, n, k, a + 2)
+      local ok, evaluated = pcall(chain, head, mode, n, a + 2)
       if ok then out[head + 2] = evaluated
       else
         for j = #out, head + 2, -1 do out[j] = nil end
         out[head + 1], out[head + 2] = 1, 0
+        if evaluated == MOVED then out[head + 1] = 2 end
       end
     else
-      out[head + 2] = chain(head, mode, n, k, a + 2)
+      out[head + 2] = chain(head, mode, n, a + 2)
     end
     -- Drop what a refusal left past the evaluated checks.
     for j = #out, head + 2 + out[head + 2] * 6 + 1, -1 do out[j] = nil end
-    k, a = k + n, a + 2 + n * 4
+    a = a + 2 + n * 4
   end
 end
 
--- One pcall for the whole call (Redis 7's pcall costs about a token bucket's whole check,
--- so not one per chain); nothing is written until the end, so when a chain raised an
--- error, everything is undone and done again with a pcall per chain.
+-- One pcall for the whole call (Redis 7's costs about a bucket's check); nothing is written
+-- until the end, so after an error everything is done again with a pcall per chain.
 if not pcall(all, false) then
   for j = #out, 3, -1 do out[j] = nil end
   state, expiry = {}, {}
@@ -475,17 +479,18 @@ if not pcall(all, false) then
 end
 
 for key, at in pairs(expiry) do
-  local st, was = state[key], stored[key]
-  if windowed[key] and type(was) == 'table' and was[1] == st[1] and #was == #st then
-    redis.call('SET', key, encode(st), 'KEEPTTL')
+  local st, name = state[key], wkey[key]
+  if name and wread[key] then
+    -- A window's count that exists: the difference, its TTL kept.
+    if st[2] ~= wread[key] then redis.call('INCRBY', name, format('%d', st[2] - wread[key])) end
+  elseif name then
+    redis.call('SET', name, format('%d', st[2]), 'PX', max(ceil((at - now) / 1000), 1) + slack)
   else
-    local ttl = max(ceil((at - now) / 1000), 1) + slack
-    redis.call('SET', key, encode(st), 'PX', ttl)
+    redis.call('SET', key, encode(st), 'PX', max(ceil((at - now) / 1000), 1) + slack)
   end
 end
 
--- The answer: one string of little-endian doubles, not an array (script.rs: why), one C
--- call per 200 numbers (under `unpack`'s limit).
+-- The answer: little-endian doubles in one string (script.rs: why), 200 per C call.
 if #out <= 200 then return struct.pack('<' .. string.rep('d', #out), unpack(out)) end
 local parts = {}
 for i = 1, #out, 200 do

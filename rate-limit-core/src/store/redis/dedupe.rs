@@ -37,6 +37,6 @@ impl Dedupe for RedisStore {
     /// `DEL`.
     async fn release(&self, id: &str) -> Result<(), StoreError> {
         let name = self.dedupe_key(id);
-        self.del(&name).await
+        self.del(std::slice::from_ref(&name)).await
     }
 }

@@ -67,7 +67,7 @@ mod tests {
         assert_eq!(hash_slot("foo{}{bar}"), hash_slot("foo{}{bar}"));
         assert_eq!(hash_slot("foo{{bar}}zap"), hash_slot("{bar"));
         assert_eq!(
-            hash_slot("rl:v2:{u:alice}:poll"),
+            hash_slot("rl:v3:{u:alice}:poll:29433133"),
             principal_hash_slot("u:alice")
         );
     }

@@ -37,6 +37,7 @@ mod tls;
 #[cfg(feature = "cluster")]
 mod topology;
 mod verify;
+mod windows;
 
 use batch::Batcher;
 pub use builder::RedisStoreBuilder;
@@ -62,7 +63,7 @@ const SWEEP_EVERY: Duration = Duration::from_millis(10);
 
 /// The version of the key layout and stored state, written after the prefix in every key
 /// name (see [`RedisStore`], "Keys").
-pub const KEY_VERSION: &str = "v2";
+pub const KEY_VERSION: &str = "v3";
 
 #[doc = include_str!("README.md")]
 #[derive(Clone)]
@@ -77,7 +78,10 @@ struct RedisInner {
     endpoint: String,
     prefix: String,
     slack_ms: u64,
+    /// The estimate of the server's clock that names the windows' keys.
+    clock: Arc<windows::ServerClock>,
     chain: Script,
+    window: Script,
     refund: Script,
     slots: Script,
     pacer: Script,
@@ -126,9 +130,28 @@ impl RedisStore {
         self.inner.leases.held(key)
     }
 
-    /// The Redis key name of a [`Key`].
+    /// The Redis key name of a [`Key`]. A fixed or sliding window keeps a key per window
+    /// under it, `<name>:<window number>` (the server's time in microseconds divided by
+    /// the window's, rounded down): see [`RedisStore::key_names`].
     pub fn key_name(&self, key: &Key) -> String {
         keys::render(&self.inner.prefix, key)
+    }
+
+    /// The Redis keys that may hold `key`'s state now: its name, or for a fixed or sliding
+    /// window the keys of the windows around the server's time as this instance estimates
+    /// it (the one before, its own and the next). What [`Store::reset`] deletes.
+    pub fn key_names(&self, key: &Key) -> Vec<String> {
+        let name = self.key_name(key);
+        let mut check = Vec::with_capacity(4);
+        push_params(&mut check, key, 0);
+        if !windows::is_windowed(&check) {
+            return vec![name];
+        }
+        let t = self.inner.clock.estimate(windows::local_us());
+        let first = windows::first_window(t, check[2]);
+        (first - 1..=first + 2)
+            .map(|w| windows::window_key(&name, w))
+            .collect()
     }
 
     /// Runs the chain script for one chain (on a Cluster, one slot group); `checks` holds
@@ -142,8 +165,14 @@ impl RedisStore {
         if let Some(batch) = &self.inner.batch {
             return batch.run(keys, mode, checks).await;
         }
-        let (conn, script) = (&self.inner.conn, &self.inner.chain);
-        batch::send(conn, script, self.inner.slack_ms, &keys, &[(mode, &checks)])
+        let to = batch::To {
+            conn: &self.inner.conn,
+            script: &self.inner.chain,
+            window: &self.inner.window,
+            clock: &self.inner.clock,
+            slack_ms: self.inner.slack_ms,
+        };
+        batch::send(&to, &keys, &[(mode, &checks)])
             .await
             .pop()
             .unwrap_or_else(|| Err(bad_answer()))
@@ -161,15 +190,28 @@ impl RedisStore {
         }
     }
 
-    /// The refund script on `keys` (one slot), for checks charged at `at`.
+    /// The refund script on `keys` (one slot), for checks charged at `at`: a window's
+    /// charge goes back to the key of the window it was charged in.
     async fn try_refund(&self, keys: &[String], at: u64, checks: &[u64]) -> Result<(), StoreError> {
         let mut args = Vec::with_capacity(1 + checks.len());
         args.push(at);
         args.extend_from_slice(checks);
+        let keys: Vec<String> = keys
+            .iter()
+            .zip(checks.chunks_exact(4))
+            .map(|(name, check)| {
+                if windows::is_windowed(check) {
+                    let w = check[2].max(1);
+                    windows::window_key(name, i64::try_from(at / w).unwrap_or(i64::MAX))
+                } else {
+                    name.clone()
+                }
+            })
+            .collect();
         let inv = Invocation {
             script: &self.inner.refund,
             code: REFUND_LUA,
-            keys,
+            keys: &keys,
             args: &args,
             doubles: false,
         };
@@ -308,8 +350,7 @@ impl Store for RedisStore {
 
     async fn reset(&self, key: &Key) -> Result<(), StoreError> {
         self.forget_cached(key);
-        let name = self.key_name(key);
-        self.del(&name).await
+        self.del(&self.key_names(key)).await
     }
 
     /// A refusal from the deny cache, if it holds one for this chain; or, for an in-order

@@ -1,7 +1,8 @@
 -- rate-limit: give back what an earlier slot group of a chain charged, when a later
 -- group refused (Redis Cluster only: a chain's keys in different slots).
 --
--- KEYS[i]  the key of check i
+-- KEYS[i]  the key of check i: for a fixed or sliding window, the key of the window the
+--          charge was made in (a key per window, its count an integer)
 -- ARGV[1]  the server time (us) at which the charge was made
 -- ARGV[2 + 4(i-1) ..]  per check: algorithm, quota or capacity, window or interval, cost
 -- Keeps each key's TTL. Returns the number of keys changed.
@@ -30,16 +31,15 @@ for i = 1, #KEYS do
   local base = 1 + (i - 1) * 4
   local algo, p2, cost = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   local raw = redis.pcall('GET', KEYS[i])
-  if type(raw) == 'string' and cost > 0 then
+  local n = tonumber(raw)
+  if (algo == 1 or algo == 2) and n and n % 1 == 0 and cost > 0 then
+    -- The window's count, never below zero; its TTL kept.
+    redis.call('SET', KEYS[i], string.format('%d', math.max(n - cost, 0)), 'KEEPTTL')
+    changed = changed + 1
+  elseif type(raw) == 'string' and cost > 0 and algo > 2 then
     local st = numbers(raw)
     local ok = false
-    if algo == 1 and st[1] == idiv(at, p2) then
-      st[2] = math.max(st[2] - cost, 0); ok = true
-    elseif algo == 2 then
-      local w = idiv(at, p2)
-      if st[1] == w then st[2] = math.max(st[2] - cost, 0); ok = true
-      elseif st[1] == w + 1 then st[3] = math.max(st[3] - cost, 0); ok = true end
-    elseif algo == 3 then
+    if algo == 3 then
       for j = 1, #st, 2 do
         if st[j] == at then
           st[j + 1] = st[j + 1] - cost

@@ -20,6 +20,7 @@ use crate::protocol::StoreError;
 use crate::protocol::{Decision, Outcome};
 
 pub(super) const CHAIN_LUA: &str = include_str!("chain.lua");
+pub(super) const WINDOW_LUA: &str = include_str!("window.lua");
 pub(super) const REFUND_LUA: &str = include_str!("refund.lua");
 pub(super) const SLOTS_LUA: &str = include_str!("slots.lua");
 pub(super) const PACER_LUA: &str = include_str!("pacer.lua");
@@ -52,8 +53,8 @@ impl ScriptMode {
 }
 
 /// The algorithm codes of `chain.lua`.
-const FIXED: u64 = 1;
-const SLIDING: u64 = 2;
+pub(super) const FIXED: u64 = 1;
+pub(super) const SLIDING: u64 = 2;
 const LOG: u64 = 3;
 const BUCKET: u64 = 4;
 const BAN: u64 = 5;
@@ -168,11 +169,12 @@ pub(super) fn mark_bans<'a>(checks: impl IntoIterator<Item = &'a Key>, decisions
     }
 }
 
-/// The head of a chain-script call for `chains` chains.
-/// The call's first two numbers, in a vector with room for `then` more (the chains').
-pub(super) fn head(slack_ms: u64, chains: usize, then: usize) -> Vec<u64> {
-    let mut args = Vec::with_capacity(2 + then);
-    args.extend([slack_ms, chains as u64]);
+/// The head of a chain-script call for `chains` chains whose windows' keys were named at
+/// the server time `t` (estimated): the call's first three numbers, in a vector with room
+/// for `then` more (the chains').
+pub(super) fn head(slack_ms: u64, chains: usize, t: u64, then: usize) -> Vec<u64> {
+    let mut args = Vec::with_capacity(3 + then);
+    args.extend([slack_ms, chains as u64, t]);
     args
 }
 
@@ -186,12 +188,21 @@ pub(super) fn push_chain(args: &mut Vec<u64>, mode: ScriptMode, checks: &[u64]) 
 /// Units a lease was granted: (index of the check in its chain, units).
 pub(super) type Grants = Vec<(usize, u64)>;
 
-/// One chain's answer: its decisions and its leases' grants, or `None` when the script
-/// refused its arguments (it charged nothing).
-pub(super) type ChainAnswer = Option<(Vec<Decision>, Grants)>;
+/// One chain's answer: its decisions and its leases' grants, or why it charged nothing.
+pub(super) type ChainAnswer = Result<(Vec<Decision>, Grants), Unanswered>;
+
+/// Why the script did not evaluate a chain (it charged nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unanswered {
+    /// Its arguments were refused.
+    Refused,
+    /// The server's window was none its keys named (the instance's estimate of the
+    /// server's clock was off): send it again.
+    Moved,
+}
 
 /// Decodes `now, chains`, then per chain `0, n` and n × `(outcome, limit, remaining,
-/// reset, retry, window)`, or `1, 0`, for a call of `chains` chains: one string of 8-byte
+/// reset, retry, window)`, or `1, 0` (refused) or `2, 0` (moved), for a call of `chains` chains: one string of 8-byte
 /// little-endian doubles (one bulk string is one parse for the client; an array was one
 /// per element). A number that is not a whole one from 0 to 2^53, or a length not a
 /// multiple of 8, is a bad answer.
@@ -216,7 +227,11 @@ pub(super) fn decode(v: &Value, chains: usize) -> Result<(u64, Vec<ChainAnswer>)
     for _ in 0..chains {
         let (status, n) = (next()?, next()?);
         if status != 0 {
-            out.push(None);
+            out.push(Err(if status == 2 {
+                Unanswered::Moved
+            } else {
+                Unanswered::Refused
+            }));
             continue;
         }
         let mut decisions = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(64));
@@ -237,7 +252,7 @@ pub(super) fn decode(v: &Value, chains: usize) -> Result<(u64, Vec<ChainAnswer>)
                 outcome, limit, remaining, reset, retry, window,
             ));
         }
-        out.push(Some((decisions, grants)));
+        out.push(Ok((decisions, grants)));
     }
     if nums.next().is_some() {
         return Err(bad_answer());
@@ -274,7 +289,10 @@ mod tests {
         let (ds, grants) = chains[0].as_ref().unwrap();
         assert_eq!((ds[0].limit(), ds[0].remaining()), (10, 9));
         assert!(ds[0].is_allowed() && grants.is_empty());
-        assert!(chains[1].is_none(), "the second chain failed alone");
+        assert!(
+            matches!(chains[1], Err(Unanswered::Refused)),
+            "the second chain failed alone"
+        );
         let Value::BulkString(bytes) = &ok else {
             unreachable!()
         };

@@ -181,11 +181,12 @@ impl RedisStore {
         let name = format!("{}:{{verify-{}}}", self.inner.prefix, std::process::id());
         let set = format!("{name}:z");
         let ttl = "2000";
-        let commands: [(&str, &[&str]); 15] = [
+        let commands: [(&str, &[&str]); 16] = [
             ("TIME", &[]),
             ("SET", &[&name, "1", "PX", ttl]),
             ("GET", &[&name]),
             ("MGET", &[&name]),
+            ("INCRBY", &[&name, "1"]),
             ("PEXPIRE", &[&name, ttl]),
             ("ZADD", &[&set, "0", "probe"]),
             ("ZSCORE", &[&set, "probe"]),

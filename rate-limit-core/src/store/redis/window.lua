@@ -1,0 +1,245 @@
+-- rate-limit: the common shape, fast: chains in order and all or nothing (mode 0) of fixed
+-- and sliding windows only, no lease asked. The same arguments and answer as chain.lua,
+-- and the same decisions (its `fixed` and `sliding` steps, inlined); chain.lua answers
+-- every other shape. No function defined and few tables per call: in a script, each
+-- `local function` is a closure made again on every call, and a table is an allocation the
+-- garbage collector pays for again (under callgrind, chain.lua spent a third of a
+-- one-check call in them).
+--
+-- KEYS     per check, the keys of its windows: a fixed window two (the windows of T' and
+--          the next), a sliding window three (the windows before T', of T' and the next),
+--          T' = T - window / 4 (whole numbers)
+-- ARGV[1]  little-endian doubles: slack (ms), the number of chains, T (the instance's
+--          estimate of the server's time, us); per chain: mode (0), n, then per check:
+--          algorithm (1 fixed, 2 sliding), quota, window (us), cost
+-- Returns  as chain.lua: now, chains, then per chain 0, n and six numbers per evaluated
+--          check (outcome, limit, remaining, reset, retry, window), or 2, 0 for a chain
+--          whose window no key named (it charged nothing)
+--
+-- A window's count is an integer in its own key, charged first (INCRBY, which answers the
+-- count before the charge) and taken back when the chain is refused; a key the charge
+-- made gets its expiry (the window's end, the next window's for a sliding window, plus
+-- the slack) when the chain is admitted, or is deleted when it is not. At the memory cap
+-- the first write is refused before anything is written: the call charges nothing.
+
+local tonumber = tonumber
+local unpack = table.unpack or unpack   -- Lua 5.4 (Dragonfly) or 5.1 (Redis, Valkey)
+local MIN_RETRY = 1000
+
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]   -- the strings coerced: no `tonumber` call
+-- `struct`'s formats, up to 200 doubles: a slice of one constant (`string.rep` built each
+-- call cost twice what `sub` does).
+local D = '<dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd'
+local blob = ARGV[1]
+local total = #blob / 8
+if total % 1 ~= 0 or total < 3 then error('window.lua: the arguments are not doubles') end
+local A
+if total <= 200 then
+  A = {struct.unpack(string.sub(D, 1, total + 1), blob)}
+else
+  A = {}
+  local pos = 1
+  for from = 1, total, 200 do
+    local n = math.min(200, total - from + 1)
+    local got = {struct.unpack(string.sub(D, 1, n + 1), blob, pos)}
+    for j = 1, n do A[from + j - 1] = got[j] end
+    pos = got[n + 1]
+  end
+end
+local slack, T = A[1], A[3]
+local out = {now, A[2]}
+
+-- One check's decision (chain.lua's `fixed` or `sliding`, then `verdict`, in order and all
+-- or nothing) on the window `win` holding `curr`, after `prev`: written at out[o6 + 1 ..];
+-- returns the outcome (0 allowed).
+local function decide(o6, sliding, q, w, win, curr, prev, cost)
+  local fits, remaining, reset, retry, after
+  if sliding then
+    local cap = q * 2
+    if curr > cap then curr = cap end
+    if prev > cap then prev = cap end
+    local e = now - win * w
+    fits = cost <= q and curr + cost <= q and prev * (w - e) <= (q - curr - cost) * w
+    after = curr
+    if fits and cost > 0 then after = curr + cost end
+    local x = prev * (w - e)
+    local weighted = (x - x % w) / w
+    if weighted * w > x then weighted = weighted - 1
+    elseif (weighted + 1) * w <= x then weighted = weighted + 1 end
+    if x - weighted * w ~= 0 then weighted = weighted + 1 end
+    remaining = q - after
+    if remaining < 0 then remaining = 0 end
+    remaining = remaining - weighted
+    if remaining < 0 then remaining = 0 end
+    reset = 0
+    if after > 0 then reset = (win + 2) * w - now
+    elseif prev > 0 then reset = (win + 1) * w - now end
+    retry = 0
+    if not fits and cost <= q then
+      local room = q - cost
+      local near = curr <= room and prev > 0
+      local y, d = room * w, curr
+      if near then y, d = (room - curr) * w, prev elseif d < 1 then d = 1 end
+      local m = (y - y % d) / d
+      if m * d > y then m = m - 1 elseif (m + 1) * d <= y then m = m + 1 end
+      if m > w then m = w end
+      if near then
+        retry = (w - m) - e
+        if retry < 0 then retry = 0 end
+      else
+        retry = (w - e) + (w - m)
+      end
+    end
+  else
+    local ending = (win + 1) * w - now
+    fits = cost <= q and curr + cost <= q
+    after = curr
+    if fits and cost > 0 then after = curr + cost end
+    reset = 0
+    if after > 0 then reset = ending end
+    remaining = q - after
+    if remaining < 0 then remaining = 0 end
+    retry = ending
+  end
+  local o = 0
+  if cost > q then o, retry = 2, 0
+  elseif fits then retry = 0
+  else
+    o = 1
+    if retry < MIN_RETRY then retry = MIN_RETRY end
+    if reset < retry then reset = retry end
+  end
+  out[o6 + 1], out[o6 + 2], out[o6 + 3] = o, q, remaining
+  out[o6 + 4], out[o6 + 5], out[o6 + 6] = reset, retry, w
+  return o
+end
+
+-- A count as stored: a whole number, else (no key, corrupt data) 0.
+local function stored(name)
+  local v = tonumber(redis.call('GET', name))
+  if v == nil or v < 0 or v % 1 ~= 0 then return 0 end
+  return v
+end
+
+-- Per check of the running chain, five entries: its window, the name of its window's key,
+-- the count before it (what a refusal restores), whether it charged, its key's expiry.
+local seen = {false, false, false, false, false}   -- sized for one check: no growth
+local fmt = string.format
+
+local k, a = 0, 3
+for c = 1, A[2] do
+  local n = A[a + 2]
+  local head = #out
+  out[head + 1], out[head + 2] = 0, n
+  local refused, moved = 0, false
+  local kk = k
+  for i = 1, n do
+    local p = a + 2 + (i - 1) * 4
+    local sliding, q, w, cost = A[p + 1] == 2, A[p + 2], A[p + 3], A[p + 4]
+    -- Whole-number division below 2^53 (as chain.lua's idiv): `%`, then its rounding fixed.
+    local win = (now - now % w) / w
+    if win * w > now then win = win - 1 elseif (win + 1) * w <= now then win = win + 1 end
+    local at = T - (w - w % 4) / 4
+    local first = (at - at % w) / w
+    if first * w > at then first = first - 1 elseif (first + 1) * w <= at then first = first + 1 end
+    local off = win - first
+    if off < 0 or off > 1 then moved = true break end
+    local name, prev, life
+    if sliding then
+      name = KEYS[kk + 2 + off]
+      prev = stored(KEYS[kk + 1 + off])
+      kk, life = kk + 3, (win + 2) * w
+    else
+      name = KEYS[kk + 1 + off]
+      kk, life, prev = kk + 2, (win + 1) * w, 0
+    end
+    -- Charged first: INCRBY answers the count before it too (the chains before this one
+    -- included); a refusal takes it back. A cost that can never fit, or none, only reads.
+    local curr, charged = 0, false
+    if cost > 0 and cost <= q then
+      local units = '1'   -- the usual cost, written without a `format` call
+      if cost ~= 1 then units = fmt('%d', cost) end
+      local r = redis.pcall('INCRBY', name, units)
+      if type(r) == 'number' and r >= cost then
+        curr = r - cost
+      elseif type(r) == 'table' and string.find(r.err or '', 'OOM', 1, true) then
+        -- At the memory cap the first write is refused, so nothing was written: raised
+        -- again by `call`, as Redis words it for every script.
+        redis.call('INCRBY', name, units)
+      else
+        -- Not a count (corrupt data, another type): no state; written whole.
+        redis.call('SET', name, units, 'PX',
+                   math.max(math.ceil((life - now) / 1000), 1) + slack)
+      end
+      charged = true
+    else
+      curr = stored(name)
+    end
+    local s5 = (i - 1) * 5
+    seen[s5 + 1], seen[s5 + 2], seen[s5 + 3], seen[s5 + 4], seen[s5 + 5] =
+      win, name, curr, charged, life
+    if decide(head + 2 + (i - 1) * 6, sliding, q, w, win, curr, prev, cost) ~= 0 then
+      refused = i
+      break
+    end
+  end
+  local undo = refused
+  if moved then
+    for j = #out, head + 1, -1 do out[j] = nil end
+    out[head + 1], out[head + 2] = 2, 0
+    undo = n
+  elseif refused > 0 then
+    -- Nothing is charged: the checks before the refusal report their state as it stays;
+    -- nothing after the refusal is kept.
+    for i = 1, refused - 1 do
+      local p = a + 2 + (i - 1) * 4
+      local prev = 0
+      if A[p + 1] == 2 then
+        -- The previous window's key: the check's keys' first, or second when the server
+        -- is in the later of the two windows named.
+        local kp, w = k, A[p + 3]
+        for j = 1, i - 1 do if A[a + 2 + (j - 1) * 4 + 1] == 2 then kp = kp + 3 else kp = kp + 2 end end
+        local at = T - (w - w % 4) / 4
+        local first = (at - at % w) / w
+        if first * w > at then first = first - 1 elseif (first + 1) * w <= at then first = first + 1 end
+        prev = stored(KEYS[kp + 1 + seen[(i - 1) * 5 + 1] - first])
+      end
+      decide(head + 2 + (i - 1) * 6, A[p + 1] == 2, A[p + 2], A[p + 3], seen[(i - 1) * 5 + 1],
+             seen[(i - 1) * 5 + 3], prev, 0)
+    end
+    for j = #out, head + 2 + refused * 6 + 1, -1 do out[j] = nil end
+    out[head + 2] = refused
+  else
+    -- Admitted: a key this chain made gets its expiry (the window's end, plus the slack).
+    for i = 1, n do
+      local s5 = (i - 1) * 5
+      if seen[s5 + 4] and seen[s5 + 3] == 0 then
+        redis.call('PEXPIRE', seen[s5 + 2],
+                   fmt('%d', math.max(math.ceil((seen[s5 + 5] - now) / 1000), 1) + slack))
+      end
+    end
+  end
+  -- Refused or moved: every charge this chain made is taken back, the last first; a key it
+  -- made (nothing counted before) is deleted.
+  for i = math.min(undo, #seen / 5), 1, -1 do
+    local s5 = (i - 1) * 5
+    if seen[s5 + 4] then
+      if seen[s5 + 3] == 0 then redis.call('DEL', seen[s5 + 2])
+      else redis.call('INCRBY', seen[s5 + 2], fmt('%d', -A[a + 2 + (i - 1) * 4 + 4])) end
+    end
+  end
+  -- The next chain's keys: after every key of this one, reached or not.
+  for i = 1, n do
+    if A[a + 2 + (i - 1) * 4 + 1] == 2 then k = k + 3 else k = k + 2 end
+  end
+  a = a + 2 + n * 4
+end
+
+if #out <= 200 then return struct.pack(string.sub(D, 1, #out + 1), unpack(out)) end
+local parts = {}
+for i = 1, #out, 200 do
+  local j = math.min(i + 199, #out)
+  parts[#parts + 1] = struct.pack(string.sub(D, 1, j - i + 2), unpack(out, i, j))
+end
+return table.concat(parts)
