@@ -2,7 +2,8 @@
 //! estimate of the server's clock and picked by the server's `TIME`. An instance whose
 //! clock is an hour off the server's (libfaketime moves the server's) still counts in the
 //! server's windows, exactly: its first call finds no key named for the server's window,
-//! charges nothing, and is sent again with the server's time.
+//! charges nothing, and is sent again with the server's time. And the fast script for
+//! in-order chains of windows decides as the chain script does.
 
 use std::time::Duration;
 
@@ -79,4 +80,110 @@ async fn an_instance_an_hour_off_the_servers_clock_counts_in_the_servers_windows
             );
         }
     }
+}
+
+/// One call of `script` (its text) on `keys` with `nums` as packed doubles: the answer's
+/// numbers.
+fn call(server: &RedisServer, script: &str, keys: &[String], nums: &[u64]) -> Vec<u64> {
+    let args: Vec<u8> = nums
+        .iter()
+        .flat_map(|&n| (n as f64).to_le_bytes())
+        .collect();
+    let mut cmd = vec!["EVAL", script];
+    let n = keys.len().to_string();
+    cmd.push(&n);
+    cmd.extend(keys.iter().map(String::as_str));
+    let reply = server.cli_with_last(&cmd, &args);
+    let packed = reply.strip_suffix(b"\n").unwrap_or(&reply);
+    assert_eq!(packed.len() % 8, 0, "{}", String::from_utf8_lossy(&reply));
+    packed
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as u64)
+        .collect()
+}
+
+/// `window.lua`, the fast script for in-order chains of windows, decides as `chain.lua`
+/// does: the same calls (one to three chains of one to three fixed or sliding windows,
+/// costs from 0 to 3, quotas from 1 to 6, three principals, so chains of one call share
+/// keys) on keys of their own answer the same outcomes, limits, remaining units and
+/// windows, and leave the same counts.
+#[test]
+fn the_fast_script_decides_as_the_chain_script() {
+    const CHAIN: &str = include_str!("../../rate-limit-core/src/store/redis/chain.lua");
+    const WINDOW: &str = include_str!("../../rate-limit-core/src/store/redis/window.lua");
+    let server = RedisServer::start();
+    let w = 3_600_000_000u64;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut admitted = 0;
+    for round in 0..150 {
+        let t = server_now(&server);
+        let first = (t - w / 4) / w;
+        let (mut nums, mut names) = (vec![1000, 0, t], Vec::new());
+        let chains = 1 + next(3);
+        nums[1] = chains;
+        for _ in 0..chains {
+            let n = 1 + next(3);
+            nums.extend([0, n]);
+            for _ in 0..n {
+                let (algo, user) = (1 + next(2), next(3));
+                let (quota, cost) = (1 + next(6), next(4));
+                nums.extend([algo, quota, w, cost]);
+                let from = if algo == 2 { first - 1 } else { first };
+                names.push(
+                    (from..=first + 1)
+                        .map(|x| format!("{{u{user}}}:l{algo}:{x}"))
+                        .collect::<Vec<_>>(),
+                );
+            }
+        }
+        let keys = |prefix: &str| -> Vec<String> {
+            names
+                .iter()
+                .flatten()
+                .map(|k| format!("{prefix}{k}"))
+                .collect()
+        };
+        let slow = call(&server, CHAIN, &keys("a"), &nums);
+        let fast = call(&server, WINDOW, &keys("b"), &nums);
+        // now, chains; then per chain status, n, six numbers per check: all but the times
+        // (reset, retry) exactly; those measured from each call's own `now`.
+        assert_eq!(slow.len(), fast.len(), "round {round}: {slow:?} {fast:?}");
+        let mut i = 2;
+        while i < slow.len() {
+            assert_eq!(
+                slow[i..i + 2],
+                fast[i..i + 2],
+                "round {round}: {slow:?} {fast:?}"
+            );
+            for c in 0..slow[i + 1] as usize {
+                let at = i + 2 + c * 6;
+                for j in [0, 1, 2, 5] {
+                    assert_eq!(
+                        slow[at + j],
+                        fast[at + j],
+                        "round {round}, check {c}: {slow:?} {fast:?}"
+                    );
+                }
+                admitted += u32::from(slow[at] == 0);
+            }
+            i += 2 + slow[i + 1] as usize * 6;
+        }
+        for k in names.iter().flatten() {
+            assert_eq!(
+                server.cli(&["GET", &format!("a{k}")]),
+                server.cli(&["GET", &format!("b{k}")]),
+                "round {round}: {k}"
+            );
+        }
+    }
+    assert!(
+        admitted > 50 && admitted < 600,
+        "{admitted}: both admissions and refusals"
+    );
 }
