@@ -131,11 +131,13 @@ async fn corrupt_foreign_and_future_state_never_panics_or_locks_out() {
         .enumerate()
         {
             let p = Principal::ip(std::net::IpAddr::from([10, 0, i as u8, j as u8]));
-            let name = redis.key_name(&limit.key(p.clone()));
-            if seed[0] == "HSET" {
-                server.cli(&["HSET", &name, "f", "v"]);
-            } else {
-                server.cli(&["SET", &name, seed[1]]);
+            // Every key that may hold the state now (a window's: the windows around now).
+            for name in redis.key_names(&limit.key(p.clone())) {
+                if seed[0] == "HSET" {
+                    server.cli(&["HSET", &name, "f", "v"]);
+                } else {
+                    server.cli(&["SET", &name, seed[1]]);
+                }
             }
             let d = redis.check(&Chain::new().check(limit, p)).await.unwrap();
             let decision = d.decisions()[0];

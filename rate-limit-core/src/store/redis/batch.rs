@@ -27,11 +27,11 @@ use tokio::sync::oneshot;
 
 use super::conn::Conn;
 use super::error::{bad_answer, refused_chain, store_error};
+use super::script::{BUCKET, FIXED, SLIDING};
 use super::script::{
     CHAIN_LUA, Grants, Invocation, ScriptMode, WINDOW_LUA, decode, head, push_chain,
 };
 use super::script::{ChainAnswer, Unanswered};
-use super::script::{FIXED, SLIDING};
 use super::windows::{ServerClock, expand, local_us};
 use crate::protocol::Decision;
 use crate::protocol::{StoreError, StoreErrorKind};
@@ -394,13 +394,13 @@ async fn one_call(
     Ok((now, answers, received))
 }
 
-/// Whether a chain is of the shape `window.lua` answers: in order, every check a fixed or
-/// sliding window with a window, no lease asked.
+/// Whether a chain is of the shape `window.lua` answers: in order, every check a fixed
+/// window, a sliding window or a token bucket with a window or interval, no lease asked.
 fn common_shape(mode: ScriptMode, checks: &[u64]) -> bool {
     mode == ScriptMode::InOrder
         && checks
             .chunks_exact(4)
-            .all(|c| matches!(c[0], FIXED | SLIDING) && c[2] > 0)
+            .all(|c| matches!(c[0], FIXED | SLIDING | BUCKET) && c[2] > 0)
 }
 
 /// Why a call answered no chain: the same error for each.

@@ -56,7 +56,7 @@ impl ScriptMode {
 pub(super) const FIXED: u64 = 1;
 pub(super) const SLIDING: u64 = 2;
 const LOG: u64 = 3;
-const BUCKET: u64 = 4;
+pub(super) const BUCKET: u64 = 4;
 const BAN: u64 = 5;
 
 /// A script call: `keys`, then `args`.

@@ -1,17 +1,18 @@
 -- rate-limit: the common shape, fast: chains in order and all or nothing (mode 0) of fixed
--- and sliding windows only, no lease asked. The same arguments and answer as chain.lua,
--- and the same decisions (its `fixed` and `sliding` steps, inlined); chain.lua answers
--- every other shape. No function defined and few tables per call: in a script, each
--- `local function` is a closure made again on every call, and a table is an allocation the
--- garbage collector pays for again (under callgrind, chain.lua spent a third of a
--- one-check call in them).
+-- windows, sliding windows and token buckets, no lease asked. The same arguments and
+-- answer as chain.lua, and the same decisions (its `fixed`, `sliding` and `bucket` steps
+-- in one function); chain.lua answers every other shape. Two functions and few tables a
+-- call: in a script each `local function` is a closure made again on every call, and each
+-- table an allocation the garbage collector pays for (chain.lua spends a third of a
+-- one-check call in them, under callgrind).
 --
--- KEYS     per check, the keys of its windows: a fixed window two (the windows of T' and
---          the next), a sliding window three (the windows before T', of T' and the next),
---          T' = T - window / 4 (whole numbers)
+-- KEYS     per check: a fixed window's two (the windows of T' and the next), a sliding
+--          window's three (the windows before T', of T' and the next), T' = T - window / 4
+--          (whole numbers); a bucket's one
 -- ARGV[1]  little-endian doubles: slack (ms), the number of chains, T (the instance's
 --          estimate of the server's time, us); per chain: mode (0), n, then per check:
---          algorithm (1 fixed, 2 sliding), quota, window (us), cost
+--          algorithm (1 fixed, 2 sliding, 4 bucket), quota or capacity, window or
+--          emission interval (us), cost
 -- Returns  as chain.lua: now, chains, then per chain 0, n and six numbers per evaluated
 --          check (outcome, limit, remaining, reset, retry, window), or 2, 0 for a chain
 --          whose window no key named (it charged nothing)
@@ -19,8 +20,10 @@
 -- A window's count is an integer in its own key, charged first (INCRBY, which answers the
 -- count before the charge) and taken back when the chain is refused; a key the charge
 -- made gets its expiry (the window's end, the next window's for a sliding window, plus
--- the slack) when the chain is admitted, or is deleted when it is not. At the memory cap
--- the first write is refused before anything is written: the call charges nothing.
+-- the slack) when the chain is admitted, or is deleted when it is not. A bucket's time is
+-- read, and written once at the end of the call (`SET … PX`) when an admitted chain moved
+-- it. At the memory cap the first write is refused before anything is written: the call
+-- charges nothing.
 
 local tonumber = tonumber
 local unpack = table.unpack or unpack   -- Lua 5.4 (Dragonfly) or 5.1 (Redis, Valkey)
@@ -50,12 +53,14 @@ end
 local slack, T = A[1], A[3]
 local out = {now, A[2]}
 
--- One check's decision (chain.lua's `fixed` or `sliding`, then `verdict`, in order and all
--- or nothing) on the window `win` holding `curr`, after `prev`: written at out[o6 + 1 ..];
--- returns the outcome (0 allowed).
-local function decide(o6, sliding, q, w, win, curr, prev, cost)
+-- One check's decision (chain.lua's `fixed`, `sliding` or `bucket`, then `verdict`, in
+-- order and all or nothing), written at out[o6 + 1 ..]: a window `win` holding `curr`,
+-- after `prev`; or a bucket of capacity q, emission interval w, whose state is `curr` (its
+-- theoretical arrival time, 0 for none). Returns the outcome (0 allowed) and a bucket's
+-- state after it.
+local function decide(o6, algo, q, w, win, curr, prev, cost)
   local fits, remaining, reset, retry, after
-  if sliding then
+  if algo == 2 then
     local cap = q * 2
     if curr > cap then curr = cap end
     if prev > cap then prev = cap end
@@ -91,6 +96,24 @@ local function decide(o6, sliding, q, w, win, curr, prev, cost)
         retry = (w - e) + (w - m)
       end
     end
+  elseif algo == 4 then
+    local span = q * w
+    local full_at, limit_at = now + span, now + span * 2
+    local start = now
+    if curr > now then start = curr end
+    if start > limit_at then start = limit_at end
+    local new_tat = start + cost * w
+    fits = cost <= q and new_tat <= full_at
+    after = start
+    if fits and cost > 0 then after = new_tat end
+    if after > limit_at then after = limit_at end
+    local left = full_at - after
+    if left < 0 then left = 0 end
+    remaining = (left - left % w) / w
+    if remaining * w > left then remaining = remaining - 1
+    elseif (remaining + 1) * w <= left then remaining = remaining + 1 end
+    reset, retry, w = after - now, new_tat - full_at, span
+    if retry < 0 then retry = 0 end
   else
     local ending = (win + 1) * w - now
     fits = cost <= q and curr + cost <= q
@@ -112,128 +135,154 @@ local function decide(o6, sliding, q, w, win, curr, prev, cost)
   end
   out[o6 + 1], out[o6 + 2], out[o6 + 3] = o, q, remaining
   out[o6 + 4], out[o6 + 5], out[o6 + 6] = reset, retry, w
-  return o
+  return o, after
 end
 
--- A count as stored: a whole number, else (no key, corrupt data) 0.
+-- A count or a bucket's time as stored: a whole number, else (no key, corrupt data,
+-- another type: `pcall` answers its error as a table) 0.
 local function stored(name)
-  local v = tonumber(redis.call('GET', name))
+  local v = tonumber(redis.pcall('GET', name))
   if v == nil or v < 0 or v % 1 ~= 0 then return 0 end
   return v
 end
 
--- Per check of the running chain, five entries: its window, the name of its window's key,
--- the count before it (what a refusal restores), whether it charged, its key's expiry.
-local seen = {false, false, false, false, false}   -- sized for one check: no growth
+-- Per check of the running chain, six entries: its window, its key's name, the count (a
+-- bucket's time) before it, whether it charged, its key's expiry (a bucket's time after
+-- it), the previous window's key (false). Sized for one check: no growth.
+local seen = {false, false, false, false, false, false}
 local fmt = string.format
+-- Buckets (made at the first): per key, the time as this call's admitted chains left it,
+-- and the running chain's (valid while `mine[name]` is its number); the keys to write.
+local tats, pend, mine, dirty
 
 local k, a = 0, 3
 for c = 1, A[2] do
   local n = A[a + 2]
   local head = #out
   out[head + 1], out[head + 2] = 0, n
-  local refused, moved = 0, false
+  local refused, moved, reached = 0, false, 0
   local kk = k
   for i = 1, n do
     local p = a + 2 + (i - 1) * 4
-    local sliding, q, w, cost = A[p + 1] == 2, A[p + 2], A[p + 3], A[p + 4]
-    -- Whole-number division below 2^53 (as chain.lua's idiv): `%`, then its rounding fixed.
-    local win = (now - now % w) / w
-    if win * w > now then win = win - 1 elseif (win + 1) * w <= now then win = win + 1 end
-    local at = T - (w - w % 4) / 4
-    local first = (at - at % w) / w
-    if first * w > at then first = first - 1 elseif (first + 1) * w <= at then first = first + 1 end
-    local off = win - first
-    if off < 0 or off > 1 then moved = true break end
-    local name, prev, life
-    if sliding then
-      name = KEYS[kk + 2 + off]
-      prev = stored(KEYS[kk + 1 + off])
-      kk, life = kk + 3, (win + 2) * w
+    local algo, q, w, cost = A[p + 1], A[p + 2], A[p + 3], A[p + 4]
+    local s6 = (i - 1) * 6
+    local o, after
+    if algo == 4 then
+      local name = KEYS[kk + 1]
+      kk = kk + 1
+      if not tats then tats, pend, mine, dirty = {}, {}, {}, {} end
+      local curr = tats[name]
+      if curr == nil then curr = stored(name); tats[name] = curr end
+      local mineat = curr
+      if mine[name] == c then mineat = pend[name] end
+      o, after = decide(head + 2 + s6, 4, q, w, 0, mineat, 0, cost)
+      seen[s6 + 1], seen[s6 + 2], seen[s6 + 3], seen[s6 + 4], seen[s6 + 5], seen[s6 + 6] =
+        0, name, curr, false, after, false
+      if o == 0 and after ~= mineat then mine[name], pend[name] = c, after end
     else
-      name = KEYS[kk + 1 + off]
-      kk, life, prev = kk + 2, (win + 1) * w, 0
-    end
-    -- Charged first: INCRBY answers the count before it too (the chains before this one
-    -- included); a refusal takes it back. A cost that can never fit, or none, only reads.
-    local curr, charged = 0, false
-    if cost > 0 and cost <= q then
-      local units = '1'   -- the usual cost, written without a `format` call
-      if cost ~= 1 then units = fmt('%d', cost) end
-      local r = redis.pcall('INCRBY', name, units)
-      if type(r) == 'number' and r >= cost then
-        curr = r - cost
-      elseif type(r) == 'table' and string.find(r.err or '', 'OOM', 1, true) then
-        -- At the memory cap the first write is refused, so nothing was written: raised
-        -- again by `call`, as Redis words it for every script.
-        redis.call('INCRBY', name, units)
+      -- Whole-number division below 2^53 (as chain.lua's idiv): `%`, then its rounding
+      -- fixed.
+      local win = (now - now % w) / w
+      if win * w > now then win = win - 1 elseif (win + 1) * w <= now then win = win + 1 end
+      local at = T - (w - w % 4) / 4
+      local first = (at - at % w) / w
+      if first * w > at then first = first - 1 elseif (first + 1) * w <= at then first = first + 1 end
+      local off = win - first
+      if off < 0 or off > 1 then moved = true break end
+      local name, prevname, prev, life = nil, false, 0, nil
+      if algo == 2 then
+        name, prevname = KEYS[kk + 2 + off], KEYS[kk + 1 + off]
+        prev = stored(prevname)
+        kk, life = kk + 3, (win + 2) * w
       else
-        -- Not a count (corrupt data, another type): no state; written whole.
-        redis.call('SET', name, units, 'PX',
-                   math.max(math.ceil((life - now) / 1000), 1) + slack)
+        name = KEYS[kk + 1 + off]
+        kk, life = kk + 2, (win + 1) * w
       end
-      charged = true
-    else
-      curr = stored(name)
+      -- Charged first: INCRBY answers the count before it too (the chains before this
+      -- one included); a refusal takes it back. A cost that never fits, or none, reads.
+      local curr, charged = 0, false
+      if cost > 0 and cost <= q then
+        local units = '1'   -- the usual cost, written without a `format` call
+        if cost ~= 1 then units = fmt('%d', cost) end
+        local r = redis.pcall('INCRBY', name, units)
+        if type(r) == 'number' and r >= cost then
+          curr = r - cost
+        elseif type(r) == 'table' and string.find(r.err or '', 'OOM', 1, true) then
+          -- At the memory cap the first write is refused, so nothing was written: raised
+          -- again by `call`, as Redis words it for every script.
+          redis.call('INCRBY', name, units)
+        else
+          -- Not a count (corrupt data, another type): no state; written whole.
+          redis.call('SET', name, units, 'PX', math.max(math.ceil((life - now) / 1000), 1) + slack)
+        end
+        charged = true
+      else
+        curr = stored(name)
+      end
+      seen[s6 + 1], seen[s6 + 2], seen[s6 + 3], seen[s6 + 4], seen[s6 + 5], seen[s6 + 6] =
+        win, name, curr, charged, life, prevname
+      o = decide(head + 2 + s6, algo, q, w, win, curr, prev, cost)
     end
-    local s5 = (i - 1) * 5
-    seen[s5 + 1], seen[s5 + 2], seen[s5 + 3], seen[s5 + 4], seen[s5 + 5] =
-      win, name, curr, charged, life
-    if decide(head + 2 + (i - 1) * 6, sliding, q, w, win, curr, prev, cost) ~= 0 then
+    reached = i
+    if o ~= 0 then
       refused = i
       break
     end
   end
-  local undo = refused
   if moved then
     for j = #out, head + 1, -1 do out[j] = nil end
     out[head + 1], out[head + 2] = 2, 0
-    undo = n
   elseif refused > 0 then
     -- Nothing is charged: the checks before the refusal report their state as it stays;
     -- nothing after the refusal is kept.
     for i = 1, refused - 1 do
-      local p = a + 2 + (i - 1) * 4
+      local p, s6 = a + 2 + (i - 1) * 4, (i - 1) * 6
       local prev = 0
-      if A[p + 1] == 2 then
-        -- The previous window's key: the check's keys' first, or second when the server
-        -- is in the later of the two windows named.
-        local kp, w = k, A[p + 3]
-        for j = 1, i - 1 do if A[a + 2 + (j - 1) * 4 + 1] == 2 then kp = kp + 3 else kp = kp + 2 end end
-        local at = T - (w - w % 4) / 4
-        local first = (at - at % w) / w
-        if first * w > at then first = first - 1 elseif (first + 1) * w <= at then first = first + 1 end
-        prev = stored(KEYS[kp + 1 + seen[(i - 1) * 5 + 1] - first])
-      end
-      decide(head + 2 + (i - 1) * 6, A[p + 1] == 2, A[p + 2], A[p + 3], seen[(i - 1) * 5 + 1],
-             seen[(i - 1) * 5 + 3], prev, 0)
+      if seen[s6 + 6] then prev = stored(seen[s6 + 6]) end
+      decide(head + 2 + s6, A[p + 1], A[p + 2], A[p + 3], seen[s6 + 1], seen[s6 + 3], prev, 0)
     end
     for j = #out, head + 2 + refused * 6 + 1, -1 do out[j] = nil end
     out[head + 2] = refused
   else
-    -- Admitted: a key this chain made gets its expiry (the window's end, plus the slack).
     for i = 1, n do
-      local s5 = (i - 1) * 5
-      if seen[s5 + 4] and seen[s5 + 3] == 0 then
-        redis.call('PEXPIRE', seen[s5 + 2],
-                   fmt('%d', math.max(math.ceil((seen[s5 + 5] - now) / 1000), 1) + slack))
+      local s6 = (i - 1) * 6
+      if A[a + 2 + (i - 1) * 4 + 1] == 4 then
+        -- A bucket's new time, written once at the end of the call.
+        local name = seen[s6 + 2]
+        if mine[name] == c then
+          tats[name], dirty[name] = pend[name], true
+        end
+      elseif seen[s6 + 4] and seen[s6 + 3] == 0 then
+        -- A key this admitted chain made gets its expiry: the window's end, plus slack.
+        redis.call('PEXPIRE', seen[s6 + 2],
+                   fmt('%d', math.max(math.ceil((seen[s6 + 5] - now) / 1000), 1) + slack))
       end
     end
+    reached = 0
   end
   -- Refused or moved: every charge this chain made is taken back, the last first; a key it
   -- made (nothing counted before) is deleted.
-  for i = math.min(undo, #seen / 5), 1, -1 do
-    local s5 = (i - 1) * 5
-    if seen[s5 + 4] then
-      if seen[s5 + 3] == 0 then redis.call('DEL', seen[s5 + 2])
-      else redis.call('INCRBY', seen[s5 + 2], fmt('%d', -A[a + 2 + (i - 1) * 4 + 4])) end
+  for i = reached, 1, -1 do
+    local s6 = (i - 1) * 6
+    if seen[s6 + 4] then
+      if seen[s6 + 3] == 0 then redis.call('DEL', seen[s6 + 2])
+      else redis.call('INCRBY', seen[s6 + 2], fmt('%d', -A[a + 2 + (i - 1) * 4 + 4])) end
     end
   end
   -- The next chain's keys: after every key of this one, reached or not.
   for i = 1, n do
-    if A[a + 2 + (i - 1) * 4 + 1] == 2 then k = k + 3 else k = k + 2 end
+    local algo = A[a + 2 + (i - 1) * 4 + 1]
+    if algo == 2 then k = k + 3 elseif algo == 1 then k = k + 2 else k = k + 1 end
   end
   a = a + 2 + n * 4
+end
+
+-- The buckets' new times, with their expiry (the time, plus the slack).
+if dirty then
+  for name in pairs(dirty) do
+    local tat = tats[name]
+    redis.call('SET', name, fmt('%d', tat), 'PX', math.max(math.ceil((tat - now) / 1000), 1) + slack)
+  end
 end
 
 if #out <= 200 then return struct.pack(string.sub(D, 1, #out + 1), unpack(out)) end
