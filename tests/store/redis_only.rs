@@ -88,7 +88,7 @@ async fn a_four_limit_chain_over_four_principals_is_one_evalsha() {
     }
     let calls = server.command_stats();
     // The client sent EVALSHA only; Redis also counts the commands the script runs inside
-    // (GET, INCRBY, PEXPIRE, TIME), which are not round trips.
+    // (GET, INCRBY, HGET, HINCRBY, …, TIME), which are not round trips.
     assert_eq!(server.command_calls("evalsha"), 50, "{calls:?}");
     for (name, _) in &calls {
         assert!(
@@ -99,6 +99,10 @@ async fn a_four_limit_chain_over_four_principals_is_one_evalsha() {
                     | "get"
                     | "set"
                     | "incrby"
+                    | "hget"
+                    | "hset"
+                    | "hincrby"
+                    | "del"
                     | "pexpire"
                     | "time"
                     | "config|resetstat"
@@ -300,9 +304,10 @@ async fn a_refused_config_get_is_reported_as_unchecked() {
     );
 }
 
-/// A window's key is counted with `INCRBY`, which keeps its expiry, and given one
-/// (`PEXPIRE`: the window's end plus the slack) only when the charge made it: a later
-/// check never pushes the expiry back; the next window is a new key with its own.
+/// A window's key is counted with `INCRBY` (a sliding window's, a hash, with `HINCRBY`),
+/// which keeps its expiry, and given one (`PEXPIRE`: the window's end plus the slack) only
+/// when the charge made it: a later check never pushes the expiry back; the next window is
+/// a new key with its own (a sliding window's takes the previous count and deletes its key).
 #[tokio::test]
 async fn a_write_in_the_same_window_keeps_the_expiry() {
     let window = Duration::from_secs(1);
@@ -335,9 +340,9 @@ async fn a_write_in_the_same_window_keeps_the_expiry() {
         .into_iter()
         .filter(|c| {
             c.by_script
-                && (c.args[0].eq_ignore_ascii_case(b"set")
-                    || c.args[0].eq_ignore_ascii_case(b"incrby")
-                    || c.args[0].eq_ignore_ascii_case(b"pexpire"))
+                && ["set", "incrby", "hincrby", "hset", "del", "pexpire"]
+                    .iter()
+                    .any(|w| c.args[0].eq_ignore_ascii_case(w.as_bytes()))
         })
         .map(|c| {
             let tail = if c.args.len() > 3 && c.args[0].eq_ignore_ascii_case(b"set") {
@@ -356,7 +361,12 @@ async fn a_write_in_the_same_window_keeps_the_expiry() {
         .collect();
     assert_eq!(
         writes,
-        ["INCRBY", "INCRBY", "INCRBY", "INCRBY", "PEXPIRE", "PEXPIRE"],
+        // The same window: each count; the next: each count in a new key, then the fixed
+        // window's expiry, the sliding window's copy of the previous count, the previous
+        // key deleted, its expiry.
+        [
+            "INCRBY", "HINCRBY", "INCRBY", "HINCRBY", "PEXPIRE", "HSET", "DEL", "PEXPIRE"
+        ],
         "same window, then the next"
     );
     for (b, a) in before.iter().zip(&after) {

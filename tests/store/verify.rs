@@ -185,9 +185,9 @@ async fn a_user_missing_a_permission_is_told_which() {
         assert_eq!(missing, &["keys".to_owned()], "{kind:?}");
 
         // What only a fleet needs fails nothing, and is named.
-        let store = user_with(&server, "no-fleet", &without(&["&rl:*", "+hset"]));
+        let store = user_with(&server, "no-fleet", &without(&["&rl:*", "+hgetall"]));
         let verified = store.verify().await.unwrap();
-        assert_eq!(verified.fleet_missing, ["channels", "hset"], "{kind:?}");
+        assert_eq!(verified.fleet_missing, ["channels", "hgetall"], "{kind:?}");
     }
 }
 

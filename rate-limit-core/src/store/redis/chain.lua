@@ -33,23 +33,14 @@ local MIN_RETRY = 1000
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- The arguments, 200 at a time (`unpack`'s results must fit Lua's C stack).
-local A
-do
-  local blob = ARGV[1]
-  local total = #blob / 8
-  if total % 1 ~= 0 or total < 3 then error('chain.lua: the arguments are not doubles') end
-  if total <= 200 then
-    A = {struct.unpack('<' .. string.rep('d', total), blob)}
-  else
-    A = {}
-    local pos = 1
-    for from = 1, total, 200 do
-      local n = min(200, total - from + 1)
-      local got = {struct.unpack('<' .. string.rep('d', n), blob, pos)}
-      for j = 1, n do A[from + j - 1] = got[j] end
-      pos = got[n + 1]
-    end
-  end
+local A, blob, byte = {}, ARGV[1], 1
+local total = #blob / 8
+if total % 1 ~= 0 or total < 3 then error('chain.lua: the arguments are not doubles') end
+for from = 1, total, 200 do
+  local n = min(200, total - from + 1)
+  local got = {struct.unpack('<' .. string.rep('d', n), blob, byte)}
+  for j = 1, n do A[from + j - 1] = got[j] end
+  byte = got[n + 1]
 end
 local slack, T = A[1], A[3]
 local out = {now, A[2]}
@@ -63,9 +54,7 @@ end
 
 local function applies(charge, fits, cost, quota)
   if cost <= 0 then return false end
-  if charge == IFFITS then return fits end
-  if charge == ALWAYS then return cost <= quota end
-  return true
+  return (charge == IFFITS and fits) or (charge == ALWAYS and cost <= quota) or charge == OVERDRAW
 end
 
 -- Writes a decision's six numbers at out[at + 1 .. at + 6].
@@ -304,18 +293,16 @@ local function current(key)
   return st
 end
 
--- A window's count as stored: a whole number, else (no key, corrupt data) false.
-local function count(s)
-  local v = parse(s)
-  return type(v) == 'number' and v
-end
+local function count(s) local v = parse(s) return type(v) == 'number' and v end -- or false
 
--- Fixed and sliding windows keep a key per window, an integer. The steps see {window,
--- count} or {window, count, previous count}, kept under the check's first key's name;
--- `wkey`: the current window's key, `wread`: its count as read (false: none).
-local wkey, wread = {}, {}
-local MOVED = {}   -- the error of a check whose window no key names (compared by identity)
-local function windows(pos, algo, w)
+-- A check's state (its keys start at KEYS[pos]). Windows keep a key per window; the steps
+-- see {window, count} or {window, count, previous}, kept under the check's first key's
+-- name; `wkey`: the window's key, `wread`: its count as read (false: none), `wprev`: the
+-- previous window's key when this call makes a sliding window's.
+local wkey, wread, wprev = {}, {}, {}
+local MOVED = {}   -- the error of a check whose window no key names (by identity)
+local function load(pos, algo, w)
+  if algo > 2 then return current(KEYS[pos]) end
   local id = KEYS[pos]
   local st = state[id]
   if st ~= nil then return st end
@@ -325,15 +312,18 @@ local function windows(pos, algo, w)
   local name = KEYS[pos + off + algo - 1]
   local c = count(raw[name])
   st = {win, c or 0}
-  if algo == 2 then st[3] = count(raw[KEYS[pos + off]]) or 0 end
+  if algo == 2 then
+    -- A hash (window.lua: why): `c` the count, `p` the previous window's, else in its key.
+    c = count(redis.pcall('HGET', name, 'c'))
+    local p = count(redis.pcall('HGET', name, 'p'))
+    if not p then
+      wprev[id] = KEYS[pos + off]
+      p = count(redis.pcall('HGET', KEYS[pos + off], 'c'))
+    end
+    st = {win, c or 0, p or 0}
+  end
   state[id], wkey[id], wread[id] = st, name, c
   return st
-end
-
--- The state of the check whose keys start at KEYS[pos].
-local function load(pos, algo, w)
-  if algo == 1 or algo == 2 then return windows(pos, algo, w) end
-  return current(KEYS[pos])
 end
 
 -- How many keys a check names, by algorithm.
@@ -480,9 +470,19 @@ end
 
 for key, at in pairs(expiry) do
   local st, name = state[key], wkey[key]
-  if name and wread[key] then
+  if wprev[key] then
+    -- A sliding window's key made now: its count and the previous window's, whose key goes.
+    redis.call('DEL', name)
+    redis.call('HSET', name, 'c', format('%d', st[2]), 'p', format('%d', st[3]))
+    redis.call('PEXPIRE', name, format('%d', max(ceil((at - now) / 1000), 1) + slack))
+    redis.call('DEL', wprev[key])
+  elseif name and wread[key] then
     -- A window's count that exists: the difference, its TTL kept.
-    if st[2] ~= wread[key] then redis.call('INCRBY', name, format('%d', st[2] - wread[key])) end
+    local d = format('%d', st[2] - wread[key])
+    if st[2] == wread[key] then elseif #st == 3 then redis.call('HINCRBY', name, 'c', d)
+    else redis.call('INCRBY', name, d) end
+  elseif name and #st == 3 then
+    redis.call('HSET', name, 'c', format('%d', st[2]))
   elseif name then
     redis.call('SET', name, format('%d', st[2]), 'PX', max(ceil((at - now) / 1000), 1) + slack)
   else

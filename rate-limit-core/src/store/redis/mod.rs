@@ -196,18 +196,20 @@ impl RedisStore {
         let mut args = Vec::with_capacity(1 + checks.len());
         args.push(at);
         args.extend_from_slice(checks);
-        let keys: Vec<String> = keys
-            .iter()
-            .zip(checks.chunks_exact(4))
-            .map(|(name, check)| {
-                if windows::is_windowed(check) {
-                    let w = check[2].max(1);
-                    windows::window_key(name, i64::try_from(at / w).unwrap_or(i64::MAX))
-                } else {
-                    name.clone()
+        let mut named = Vec::with_capacity(keys.len() * 2);
+        for (name, check) in keys.iter().zip(checks.chunks_exact(4)) {
+            if windows::is_windowed(check) {
+                // The window charged; a sliding window's next one too (it holds a copy).
+                let win = i64::try_from(at / check[2].max(1)).unwrap_or(i64::MAX - 1);
+                named.push(windows::window_key(name, win));
+                if check[0] & 0xf == script::SLIDING {
+                    named.push(windows::window_key(name, win + 1));
                 }
-            })
-            .collect();
+            } else {
+                named.push(name.clone());
+            }
+        }
+        let keys = named;
         let inv = Invocation {
             script: &self.inner.refund,
             code: REFUND_LUA,

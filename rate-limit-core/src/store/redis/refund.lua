@@ -1,8 +1,9 @@
 -- rate-limit: give back what an earlier slot group of a chain charged, when a later
 -- group refused (Redis Cluster only: a chain's keys in different slots).
 --
--- KEYS[i]  the key of check i: for a fixed or sliding window, the key of the window the
---          charge was made in (a key per window, its count an integer)
+-- KEYS     per check, its key: for a fixed window, the key of the window the charge was
+--          made in (an integer); for a sliding window that key and the next window's (each
+--          a hash: `c` its count, `p` the previous window's as copied when it was made)
 -- ARGV[1]  the server time (us) at which the charge was made
 -- ARGV[2 + 4(i-1) ..]  per check: algorithm, quota or capacity, window or interval, cost
 -- Keeps each key's TTL. Returns the number of keys changed.
@@ -25,16 +26,33 @@ local function encode(st)
   return table.concat(parts, ' ')
 end
 
+-- A sliding window's hash field, never below zero (a key or field that is not there, or
+-- not a count, is left alone).
+local function take(key, field, cost)
+  local n = tonumber(redis.pcall('HGET', key, field))
+  if n and n % 1 == 0 then
+    redis.call('HSET', key, field, string.format('%d', math.max(n - cost, 0)))
+    return 1
+  end
+  return 0
+end
+
 local at = tonumber(ARGV[1])
-local changed = 0
-for i = 1, #KEYS do
+local changed, k = 0, 0
+for i = 1, (#ARGV - 1) / 4 do
   local base = 1 + (i - 1) * 4
   local algo, p2, cost = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
-  local raw = redis.pcall('GET', KEYS[i])
+  k = k + 1
+  local key = KEYS[k]
+  local raw = algo ~= 2 and redis.pcall('GET', key)
   local n = tonumber(raw)
-  if (algo == 1 or algo == 2) and n and n % 1 == 0 and cost > 0 then
+  if algo == 2 then
+    -- The count of the window charged, and the copy of it the next window's key holds.
+    k = k + 1
+    if cost > 0 then changed = changed + take(key, 'c', cost) + take(KEYS[k], 'p', cost) end
+  elseif algo == 1 and n and n % 1 == 0 and cost > 0 then
     -- The window's count, never below zero; its TTL kept.
-    redis.call('SET', KEYS[i], string.format('%d', math.max(n - cost, 0)), 'KEEPTTL')
+    redis.call('SET', key, string.format('%d', math.max(n - cost, 0)), 'KEEPTTL')
     changed = changed + 1
   elseif type(raw) == 'string' and cost > 0 and algo > 2 then
     local st = numbers(raw)
@@ -52,7 +70,7 @@ for i = 1, #KEYS do
       st[1] = math.max(st[1] - cost * p2, 0); ok = true
     end
     if ok then
-      redis.call('SET', KEYS[i], encode(st), 'KEEPTTL')
+      redis.call('SET', key, encode(st), 'KEEPTTL')
       changed = changed + 1
     end
   end

@@ -26,7 +26,7 @@ pub struct Verified {
     /// (managed services): not checked, and said once in the log (`rate_limit.redis_eviction`).
     pub eviction_policies: Option<Vec<String>>,
     /// What a [`Fleet`](crate::fleet::Fleet) over this store needs that the user may not
-    /// do (`hset`, `publish`, `channels`…): empty when it may do it all. Only a fleet needs
+    /// do (`hgetall`, `publish`, `channels`…): empty when it may do it all. Only a fleet needs
     /// these, so they fail no check; a fleet without them refuses changes (or, without
     /// notices, applies them at each periodic read).
     pub fleet_missing: Vec<String>,
@@ -180,13 +180,19 @@ impl RedisStore {
         // One hash tag for both keys: on a Cluster they live on one node.
         let name = format!("{}:{{verify-{}}}", self.inner.prefix, std::process::id());
         let set = format!("{name}:z");
+        let hash = format!("{name}:h");
         let ttl = "2000";
-        let commands: [(&str, &[&str]); 16] = [
+        let commands: [(&str, &[&str]); 21] = [
             ("TIME", &[]),
             ("SET", &[&name, "1", "PX", ttl]),
             ("GET", &[&name]),
             ("MGET", &[&name]),
             ("INCRBY", &[&name, "1"]),
+            ("HINCRBY", &[&hash, "c", "1"]),
+            ("HSET", &[&hash, "p", "0"]),
+            ("HGET", &[&hash, "c"]),
+            ("PEXPIRE", &[&hash, ttl]),
+            ("DEL", &[&hash]),
             ("PEXPIRE", &[&name, ttl]),
             ("ZADD", &[&set, "0", "probe"]),
             ("ZSCORE", &[&set, "probe"]),

@@ -138,18 +138,22 @@ local function decide(o6, algo, q, w, win, curr, prev, cost)
   return o, after
 end
 
--- A count or a bucket's time as stored: a whole number, else (no key, corrupt data,
--- another type: `pcall` answers its error as a table) 0.
-local function stored(name)
-  local v = tonumber(redis.pcall('GET', name))
-  if v == nil or v < 0 or v % 1 ~= 0 then return 0 end
+-- A count or a bucket's time as stored (a sliding window's: the hash field `field`): a
+-- whole number, else (no key, corrupt data, another type: `pcall` answers its error as a
+-- table) `none`.
+local function stored(name, field, none)
+  local v
+  if field then v = redis.pcall('HGET', name, field) else v = redis.pcall('GET', name) end
+  v = tonumber(v)
+  if v == nil or v < 0 or v % 1 ~= 0 then return none end
   return v
 end
 
--- Per check of the running chain, six entries: its window, its key's name, the count (a
+-- Per check of the running chain, seven entries: its window, its key's name, the count (a
 -- bucket's time) before it, whether it charged, its key's expiry (a bucket's time after
--- it), the previous window's key (false). Sized for one check: no growth.
-local seen = {false, false, false, false, false, false}
+-- it), the previous window's count, and the previous window's key when this check makes
+-- a sliding window's key (else false). Sized for one check: no growth.
+local seen = {false, false, false, false, false, false, false}
 local fmt = string.format
 -- Buckets (made at the first): per key, the time as this call's admitted chains left it,
 -- and the running chain's (valid while `mine[name]` is its number); the keys to write.
@@ -165,19 +169,19 @@ for c = 1, A[2] do
   for i = 1, n do
     local p = a + 2 + (i - 1) * 4
     local algo, q, w, cost = A[p + 1], A[p + 2], A[p + 3], A[p + 4]
-    local s6 = (i - 1) * 6
+    local s6 = (i - 1) * 7
     local o, after
     if algo == 4 then
       local name = KEYS[kk + 1]
       kk = kk + 1
       if not tats then tats, pend, mine, dirty = {}, {}, {}, {} end
       local curr = tats[name]
-      if curr == nil then curr = stored(name); tats[name] = curr end
+      if curr == nil then curr = stored(name, nil, 0); tats[name] = curr end
       local mineat = curr
       if mine[name] == c then mineat = pend[name] end
-      o, after = decide(head + 2 + s6, 4, q, w, 0, mineat, 0, cost)
-      seen[s6 + 1], seen[s6 + 2], seen[s6 + 3], seen[s6 + 4], seen[s6 + 5], seen[s6 + 6] =
-        0, name, curr, false, after, false
+      o, after = decide(head + 2 + (i - 1) * 6, 4, q, w, 0, mineat, 0, cost)
+      seen[s6 + 1], seen[s6 + 2], seen[s6 + 3], seen[s6 + 4] = 0, name, curr, false
+      seen[s6 + 5], seen[s6 + 6], seen[s6 + 7] = after, 0, false
       if o == 0 and after ~= mineat then mine[name], pend[name] = c, after end
     else
       -- Whole-number division below 2^53 (as chain.lua's idiv): `%`, then its rounding
@@ -191,8 +195,15 @@ for c = 1, A[2] do
       if off < 0 or off > 1 then moved = true break end
       local name, prevname, prev, life = nil, false, 0, nil
       if algo == 2 then
-        name, prevname = KEYS[kk + 2 + off], KEYS[kk + 1 + off]
-        prev = stored(prevname)
+        -- A hash: `c` the window's count, `p` the previous window's, copied when the key
+        -- was made (the previous window's key is deleted then). No `p`: this check makes
+        -- the key, and reads the previous window's count from its key.
+        name = KEYS[kk + 2 + off]
+        prev = stored(name, 'p', false)
+        if not prev then
+          prevname = KEYS[kk + 1 + off]
+          prev = stored(prevname, 'c', 0)
+        end
         kk, life = kk + 3, (win + 2) * w
       else
         name = KEYS[kk + 1 + off]
@@ -204,24 +215,32 @@ for c = 1, A[2] do
       if cost > 0 and cost <= q then
         local units = '1'   -- the usual cost, written without a `format` call
         if cost ~= 1 then units = fmt('%d', cost) end
-        local r = redis.pcall('INCRBY', name, units)
+        local r
+        if algo == 1 then r = redis.pcall('INCRBY', name, units)
+        else r = redis.pcall('HINCRBY', name, 'c', units) end
         if type(r) == 'number' and r >= cost then
           curr = r - cost
         elseif type(r) == 'table' and string.find(r.err or '', 'OOM', 1, true) then
           -- At the memory cap the first write is refused, so nothing was written: raised
           -- again by `call`, as Redis words it for every script.
           redis.call('INCRBY', name, units)
-        else
+        elseif algo == 1 then
           -- Not a count (corrupt data, another type): no state; written whole.
           redis.call('SET', name, units, 'PX', math.max(math.ceil((life - now) / 1000), 1) + slack)
+        else
+          redis.call('DEL', name)
+          redis.call('HSET', name, 'c', units)
+          if not prevname then prevname, prev = KEYS[kk - 2 + off], 0 end
         end
         charged = true
+      elseif algo == 1 then
+        curr = stored(name, nil, 0)
       else
-        curr = stored(name)
+        curr = stored(name, 'c', 0)
       end
-      seen[s6 + 1], seen[s6 + 2], seen[s6 + 3], seen[s6 + 4], seen[s6 + 5], seen[s6 + 6] =
-        win, name, curr, charged, life, prevname
-      o = decide(head + 2 + s6, algo, q, w, win, curr, prev, cost)
+      seen[s6 + 1], seen[s6 + 2], seen[s6 + 3], seen[s6 + 4] = win, name, curr, charged
+      seen[s6 + 5], seen[s6 + 6], seen[s6 + 7] = life, prev, prevname
+      o = decide(head + 2 + (i - 1) * 6, algo, q, w, win, curr, prev, cost)
     end
     reached = i
     if o ~= 0 then
@@ -236,25 +255,30 @@ for c = 1, A[2] do
     -- Nothing is charged: the checks before the refusal report their state as it stays;
     -- nothing after the refusal is kept.
     for i = 1, refused - 1 do
-      local p, s6 = a + 2 + (i - 1) * 4, (i - 1) * 6
-      local prev = 0
-      if seen[s6 + 6] then prev = stored(seen[s6 + 6]) end
-      decide(head + 2 + s6, A[p + 1], A[p + 2], A[p + 3], seen[s6 + 1], seen[s6 + 3], prev, 0)
+      local p, s6 = a + 2 + (i - 1) * 4, (i - 1) * 7
+      decide(head + 2 + (i - 1) * 6, A[p + 1], A[p + 2], A[p + 3], seen[s6 + 1], seen[s6 + 3],
+             seen[s6 + 6], 0)
     end
     for j = #out, head + 2 + refused * 6 + 1, -1 do out[j] = nil end
     out[head + 2] = refused
   else
     for i = 1, n do
-      local s6 = (i - 1) * 6
+      local s6 = (i - 1) * 7
       if A[a + 2 + (i - 1) * 4 + 1] == 4 then
         -- A bucket's new time, written once at the end of the call.
         local name = seen[s6 + 2]
         if mine[name] == c then
           tats[name], dirty[name] = pend[name], true
         end
-      elseif seen[s6 + 4] and seen[s6 + 3] == 0 then
-        -- A key this admitted chain made gets its expiry: the window's end, plus slack.
-        redis.call('PEXPIRE', seen[s6 + 2],
+      elseif seen[s6 + 4] and (seen[s6 + 7] or (seen[s6 + 3] == 0 and A[a + 3 + (i - 1) * 4] == 1)) then
+        -- A key this admitted chain made gets its expiry (the window's end, plus slack); a
+        -- sliding window's, the previous window's count, whose key then goes.
+        local name = seen[s6 + 2]
+        if seen[s6 + 7] then
+          redis.call('HSET', name, 'p', fmt('%d', seen[s6 + 6]))
+          redis.call('DEL', seen[s6 + 7])
+        end
+        redis.call('PEXPIRE', name,
                    fmt('%d', math.max(math.ceil((seen[s6 + 5] - now) / 1000), 1) + slack))
       end
     end
@@ -263,10 +287,12 @@ for c = 1, A[2] do
   -- Refused or moved: every charge this chain made is taken back, the last first; a key it
   -- made (nothing counted before) is deleted.
   for i = reached, 1, -1 do
-    local s6 = (i - 1) * 6
+    local s6, algo = (i - 1) * 7, A[a + 3 + (i - 1) * 4]
     if seen[s6 + 4] then
-      if seen[s6 + 3] == 0 then redis.call('DEL', seen[s6 + 2])
-      else redis.call('INCRBY', seen[s6 + 2], fmt('%d', -A[a + 2 + (i - 1) * 4 + 4])) end
+      local name, back = seen[s6 + 2], fmt('%d', -A[a + 2 + (i - 1) * 4 + 4])
+      if seen[s6 + 7] or (algo == 1 and seen[s6 + 3] == 0) then redis.call('DEL', name)
+      elseif algo == 2 then redis.call('HINCRBY', name, 'c', back)
+      else redis.call('INCRBY', name, back) end
     end
   end
   -- The next chain's keys: after every key of this one, reached or not.
