@@ -128,7 +128,7 @@ fn the_fast_script_decides_as_the_chain_script() {
         seed % n
     };
     let mut admitted = 0;
-    for round in 0..150 {
+    for round in 0..100 {
         let t = server_now(&server);
         let first = (t - w / 4) / w;
         let (mut nums, mut names) = (vec![1000, 0, t], Vec::new());
