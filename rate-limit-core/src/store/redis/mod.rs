@@ -141,17 +141,10 @@ impl RedisStore {
     /// window the keys of the windows around the server's time as this instance estimates
     /// it (the one before, its own and the next). What [`Store::reset`] deletes.
     pub fn key_names(&self, key: &Key) -> Vec<String> {
-        let name = self.key_name(key);
         let mut check = Vec::with_capacity(4);
         push_params(&mut check, key, 0);
-        if !windows::is_windowed(&check) {
-            return vec![name];
-        }
         let t = self.inner.clock.estimate(windows::local_us());
-        let first = windows::first_window(t, check[2]);
-        (first - 1..=first + 2)
-            .map(|w| windows::window_key(&name, w))
-            .collect()
+        windows::around(&self.key_name(key), &check, t)
     }
 
     /// Runs the chain script for one chain (on a Cluster, one slot group); `checks` holds
@@ -198,16 +191,7 @@ impl RedisStore {
         args.extend_from_slice(checks);
         let mut named = Vec::with_capacity(keys.len() * 2);
         for (name, check) in keys.iter().zip(checks.chunks_exact(4)) {
-            if windows::is_windowed(check) {
-                // The window charged; a sliding window's next one too (it holds a copy).
-                let win = i64::try_from(at / check[2].max(1)).unwrap_or(i64::MAX - 1);
-                named.push(windows::window_key(name, win));
-                if check[0] & 0xf == script::SLIDING {
-                    named.push(windows::window_key(name, win + 1));
-                }
-            } else {
-                named.push(name.clone());
-            }
+            windows::charged(name, check, at, &mut named);
         }
         let keys = named;
         let inv = Invocation {

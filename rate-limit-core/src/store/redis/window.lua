@@ -223,7 +223,8 @@ for c = 1, A[2] do
         elseif type(r) == 'table' and string.find(r.err or '', 'OOM', 1, true) then
           -- At the memory cap the first write is refused, so nothing was written: raised
           -- again by `call`, as Redis words it for every script.
-          redis.call('INCRBY', name, units)
+          if algo == 1 then redis.call('INCRBY', name, units)
+          else redis.call('HINCRBY', name, 'c', units) end
         elseif algo == 1 then
           -- Not a count (corrupt data, another type): no state; written whole.
           redis.call('SET', name, units, 'PX', math.max(math.ceil((life - now) / 1000), 1) + slack)

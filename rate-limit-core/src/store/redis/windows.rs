@@ -53,17 +53,43 @@ pub(super) fn first_window(t: u64, w: u64) -> i64 {
 /// window's two windows, a sliding window's three, any other check's one name.
 pub(super) fn expand(names: &[String], checks: &[u64], t: u64, out: &mut Vec<String>) {
     for (name, check) in names.iter().zip(checks.chunks_exact(4)) {
-        let algo = check[0] & 0xf;
-        if algo != FIXED && algo != SLIDING {
+        let Some((w, sliding)) = window(check) else {
             out.push(name.clone());
             continue;
-        }
-        let first = first_window(t, check[2]);
-        let from = if algo == SLIDING { first - 1 } else { first };
+        };
+        let first = first_window(t, w);
+        let from = if sliding { first - 1 } else { first };
         for win in from..=first + 1 {
             out.push(window_key(name, win));
         }
     }
+}
+
+/// Appends the keys a refund of `check` (its four numbers), charged at the server time
+/// `at`, changes: the window charged (a sliding window's next one too, which holds a copy
+/// of its count once made), or the name itself for any other check.
+pub(super) fn charged(name: &str, check: &[u64], at: u64, out: &mut Vec<String>) {
+    let Some((w, sliding)) = window(check) else {
+        out.push(name.to_owned());
+        return;
+    };
+    let win = i64::try_from(at / w).unwrap_or(i64::MAX - 1);
+    out.push(window_key(name, win));
+    if sliding {
+        out.push(window_key(name, win + 1));
+    }
+}
+
+/// The keys that may hold a check's state at the estimate `t`: for a window (`check`'s
+/// four numbers), the window before the estimate's through the two after it.
+pub(super) fn around(name: &str, check: &[u64], t: u64) -> Vec<String> {
+    let Some((w, _)) = window(check) else {
+        return vec![name.to_owned()];
+    };
+    let first = first_window(t, w);
+    (first - 1..=first + 2)
+        .map(|win| window_key(name, win))
+        .collect()
 }
 
 /// `<name>:<window>`: the key of one window of a fixed or sliding window.
@@ -76,9 +102,14 @@ pub(super) fn window_key(name: &str, window: i64) -> String {
     s
 }
 
-/// Whether `check` (its four numbers) is a fixed or sliding window's.
-pub(super) fn is_windowed(check: &[u64]) -> bool {
-    matches!(check.first().map(|c| c & 0xf), Some(FIXED | SLIDING))
+/// A check's window (µs, at least 1) and whether it slides, when `check` (its four numbers)
+/// is a fixed or sliding window's.
+pub(super) fn window(check: &[u64]) -> Option<(u64, bool)> {
+    match (check.first().map(|c| c & 0xf), check.get(2)) {
+        (Some(FIXED), Some(&w)) => Some((w.max(1), false)),
+        (Some(SLIDING), Some(&w)) => Some((w.max(1), true)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -105,7 +136,13 @@ mod tests {
             out,
             ["a:1000", "a:1001", "b:999", "b:1000", "b:1001", "c"].map(String::from)
         );
-        assert!(is_windowed(&[2, 0, 0, 0]) && !is_windowed(&[3, 0, 0, 0]));
+        assert_eq!(window(&[2, 0, 5, 0]), Some((5, true)));
+        assert_eq!(window(&[3, 0, 5, 0]), None);
+        let mut refund = Vec::new();
+        charged("a", &[2, 10, w, 1], 1_000 * w + 5, &mut refund);
+        charged("c", &[4, 10, 5, 1], 1_000 * w + 5, &mut refund);
+        assert_eq!(refund, ["a:1000", "a:1001", "c"].map(String::from));
+        assert_eq!(around("a", &[1, 10, w, 0], t).len(), 4);
     }
 
     #[test]
