@@ -212,3 +212,72 @@ fn the_fast_script_decides_as_the_chain_script() {
         "{admitted}: both admissions and refusals"
     );
 }
+
+/// Units given back reach the window they were charged in: a sliding window's count, and,
+/// once the next window's key was made (copying that count, the charged window's key then
+/// deleted), the copy the next window's key holds. On a real server, windows of 2 s; a
+/// phase the server's clock carried across a boundary runs again with a new principal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_given_back_reach_the_window_they_were_charged_in() {
+    use ratekeeper_core::{AnyStore, FailurePolicy, Limiter};
+
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url())
+        .deny_cache(0)
+        .build()
+        .unwrap();
+    let limiter = Limiter::new(AnyStore::Redis(redis.clone()));
+    let w = 2_000_000u64;
+    let window = Duration::from_micros(w);
+    let limit = Limit::sliding_window("gb-sw", 10, window).unwrap();
+    for attempt in 0.. {
+        assert!(attempt < 5, "every attempt straddled a window boundary");
+        let user = format!("g{attempt}");
+        let chain = Chain::new().check_cost(&limit, Principal::user(user.as_str()), 4);
+        let name = redis.key_name(&limit.key(Principal::user(user.as_str())));
+        crate::support::clear_of_boundary(window, Duration::from_millis(1_500)).await;
+        let during = server_now(&server) / w;
+        let key = format!("{name}:{during}");
+        // Charged, then given back: the window's count is back at nothing.
+        let first = limiter.check(&chain, FailurePolicy::Closed).await;
+        assert!(first.is_allowed());
+        assert_eq!(server.cli(&["HGET", &key, "c"]).trim(), "4");
+        limiter
+            .give_back(first.reservation(&chain).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(server.cli(&["HGET", &key, "c"]).trim(), "0");
+        // Charged again, kept into the next window, whose first check copies the count.
+        let kept = limiter.check(&chain, FailurePolicy::Closed).await;
+        assert!(kept.is_allowed());
+        if server_now(&server) / w != during {
+            continue;
+        }
+        crate::support::clear_of_boundary(window, window).await;
+        let next = format!("{name}:{}", during + 1);
+        let one = Chain::new().check_cost(&limit, Principal::user(user.as_str()), 1);
+        assert!(
+            limiter
+                .check(&one, FailurePolicy::Closed)
+                .await
+                .is_allowed()
+        );
+        if server_now(&server) / w != during + 1 {
+            continue;
+        }
+        assert_eq!(server.cli(&["HGET", &next, "p"]).trim(), "4");
+        assert_eq!(
+            server.cli(&["EXISTS", &key]).trim(),
+            "0",
+            "the charged window's key went"
+        );
+        // The earlier window's units given back: the copy in the next window's key.
+        limiter
+            .give_back(kept.reservation(&chain).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(server.cli(&["HGET", &next, "p"]).trim(), "0");
+        assert_eq!(server.cli(&["HGET", &next, "c"]).trim(), "1");
+        break;
+    }
+}
