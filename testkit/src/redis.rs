@@ -89,6 +89,22 @@ impl RedisServer {
         s
     }
 
+    /// Starts a standalone server on a free port whose clock stands still at `at`
+    /// (`2026-12-06 10:00:00`, UTC): every call sees one microsecond, as two calls can on
+    /// a real server. Keys with a TTL never expire on it. Valkey 9.1, as
+    /// [`start_with_clock_offset`](Self::start_with_clock_offset).
+    ///
+    /// # Panics
+    ///
+    /// As [`start_with_clock_offset`](Self::start_with_clock_offset).
+    pub fn start_with_frozen_clock(at: &str) -> Self {
+        assert!(
+            at.starts_with(|c: char| c.is_ascii_digit()),
+            "a date, not an offset: {at}"
+        );
+        Self::start_with_clock_offset(at)
+    }
+
     /// Starts a standalone server on a free port, or `None` when `redis-server` is not
     /// installed or does not come up (a bench then leaves its Redis rows out).
     pub fn try_start() -> Option<Self> {
@@ -143,10 +159,12 @@ impl RedisServer {
         cmd.args(&self.extra)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"]);
         if let Some(offset) = &self.clock {
-            // The wall clock only: Redis's timers run on the monotonic one.
-            cmd.env("LD_PRELOAD", LIBFAKETIME)
-                .env("FAKETIME", offset)
-                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            cmd.env("LD_PRELOAD", LIBFAKETIME).env("FAKETIME", offset);
+            if offset.starts_with(['+', '-']) {
+                // The wall clock only: Redis's timers run on the monotonic one. (A date
+                // stops both: TIME then answers one microsecond.)
+                cmd.env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            }
         }
         if self.config_file.is_none() {
             cmd.args(["--save", "", "--appendonly", "no"]);

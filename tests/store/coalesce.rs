@@ -95,7 +95,7 @@ async fn concurrent_chains_stay_all_or_nothing_each_on_every_store() {
 /// arguments answers the other two, and writes nothing for the bad one.
 #[test]
 fn a_chain_with_bad_arguments_fails_alone_in_its_call() {
-    const CHAIN_LUA: &str = include_str!("../../rate-limit-core/src/store/redis/chain.lua");
+    use crate::support::CHAIN_LUA;
     let server = RedisServer::start();
     // An algorithm the script does not have (9), and none at all (0).
     for bad in [9.0, 0.0] {

@@ -26,7 +26,14 @@ pub(crate) fn scripts() -> Vec<(&'static str, String)> {
         "top_put.lua",
     ]
     .into_iter()
-    .map(|name| (name, std::fs::read_to_string(dir.join(name)).unwrap()))
+    .map(|name| {
+        let mut source = std::fs::read_to_string(dir.join(name)).unwrap();
+        if name == "chain.lua" {
+            // The chain script is two files joined (script.rs).
+            source.push_str(&std::fs::read_to_string(dir.join("chain_run.lua")).unwrap());
+        }
+        (name, source)
+    })
     .collect()
 }
 

@@ -17,6 +17,7 @@ mod fleet_history;
 mod fleet_push;
 mod fleet_top;
 mod lease;
+mod log;
 mod metrics;
 mod monitor;
 mod node_down;

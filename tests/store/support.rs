@@ -2,6 +2,12 @@ use std::time::Duration;
 
 use ratekeeper_core::{AnyStore, Chain, ChainDecision, Outcome, RedisStore, Store};
 
+/// The chain script as the store sends it: its two files joined.
+pub(crate) const CHAIN_LUA: &str = concat!(
+    include_str!("../../rate-limit-core/src/store/redis/chain.lua"),
+    include_str!("../../rate-limit-core/src/store/redis/chain_run.lua")
+);
+
 /// What `server` holds under `names` (e.g. [`RedisStore::key_names`]: a window's keys):
 /// the values found, joined by spaces; empty when no key exists.
 pub(crate) fn stored(server: &ratekeeper_tests::redis::RedisServer, names: &[String]) -> String {

@@ -37,7 +37,7 @@ async fn an_instance_an_hour_off_the_servers_clock_counts_in_the_servers_windows
             .build()
             .unwrap();
         // The script cached, so that each call is one EVALSHA.
-        const CHAIN_LUA: &str = include_str!("../../rate-limit-core/src/store/redis/chain.lua");
+        use crate::support::CHAIN_LUA;
         server.cli(&["SCRIPT", "LOAD", CHAIN_LUA]);
         let minute = Duration::from_secs(60);
         let w = 60_000_000u64;
@@ -108,15 +108,15 @@ fn call(server: &RedisServer, script: &str, keys: &[String], nums: &[u64]) -> Ve
         .collect()
 }
 
-/// `window.lua`, the fast script for in-order chains of windows and buckets, decides as
-/// `chain.lua` does: the same calls (one to three chains of one to three fixed windows,
-/// sliding windows or token buckets, costs from 0 to 3, quotas from 1 to 6, three
+/// `window.lua`, the fast script for in-order chains of windows, logs and buckets, decides
+/// as `chain.lua` does: the same calls (one to three chains of one to three fixed windows,
+/// sliding windows, sliding logs or token buckets, costs from 0 to 3, quotas from 1 to 6, three
 /// principals, so chains of one call share keys) on keys of their own answer the same
 /// outcomes, limits, remaining units and windows, and leave the same counts (a bucket's
 /// time, which starts from each call's own clock, within a second).
 #[test]
 fn the_fast_script_decides_as_the_chain_script() {
-    const CHAIN: &str = include_str!("../../rate-limit-core/src/store/redis/chain.lua");
+    const CHAIN: &str = crate::support::CHAIN_LUA;
     const WINDOW: &str = include_str!("../../rate-limit-core/src/store/redis/window.lua");
     let server = RedisServer::start();
     let w = 3_600_000_000u64;
@@ -138,12 +138,17 @@ fn the_fast_script_decides_as_the_chain_script() {
             let n = 1 + next(3);
             nums.extend([0, n]);
             for _ in 0..n {
-                let (algo, user) = ([1, 2, 4][next(3) as usize], next(3));
+                let (algo, user) = ([1, 2, 3, 4][next(4) as usize], next(3));
                 let (quota, cost) = (1 + next(6), next(4));
                 if algo == 4 {
                     // An emission interval of 10 minutes: nothing comes back in the test.
                     nums.extend([algo, quota, 600_000_000, cost]);
                     names.push(vec![format!("{{u{user}}}:l4")]);
+                    continue;
+                }
+                if algo == 3 {
+                    nums.extend([algo, quota, w, cost]);
+                    names.push(vec![format!("{{u{user}}}:l3")]);
                     continue;
                 }
                 nums.extend([algo, quota, w, cost]);
@@ -192,7 +197,31 @@ fn the_fast_script_decides_as_the_chain_script() {
                 server.cli(&["GET", &format!("a{k}")]),
                 server.cli(&["GET", &format!("b{k}")]),
             );
-            if k.contains(":l2:") {
+            if k.ends_with(":l3") {
+                // A sorted set: the same sum and the same charges, oldest first (each
+                // entry named by its own call's time).
+                let units = |name: String| -> Vec<String> {
+                    let out = server.cli(&["ZRANGE", &name, "0", "-1", "WITHSCORES"]);
+                    let lines: Vec<&str> = out
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .collect();
+                    lines
+                        .chunks(2)
+                        .map(|e| match e {
+                            ["#", sum] => format!("sum {sum}"),
+                            [member, _] => member.rsplit(':').next().unwrap().to_owned(),
+                            _ => panic!("{out}"),
+                        })
+                        .collect()
+                };
+                assert_eq!(
+                    units(format!("a{k}")),
+                    units(format!("b{k}")),
+                    "round {round}: {k}"
+                );
+            } else if k.contains(":l2:") {
                 // A hash (`c`, `p`): field by field, and gone from both or from neither.
                 assert_eq!(
                     server.cli(&["HGETALL", &format!("a{k}")]),

@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 
 use super::conn::Conn;
 use super::error::{bad_answer, refused_chain, store_error};
-use super::script::{BUCKET, FIXED, SLIDING};
+use super::script::{BUCKET, FIXED, LOG, SLIDING};
 use super::script::{
     CHAIN_LUA, Grants, Invocation, ScriptMode, WINDOW_LUA, decode, head, push_chain,
 };
@@ -395,12 +395,13 @@ async fn one_call(
 }
 
 /// Whether a chain is of the shape `window.lua` answers: in order, every check a fixed
-/// window, a sliding window or a token bucket with a window or interval, no lease asked.
+/// window, a sliding window, a sliding log or a token bucket with a window or interval, no
+/// lease asked.
 fn common_shape(mode: ScriptMode, checks: &[u64]) -> bool {
     mode == ScriptMode::InOrder
         && checks
             .chunks_exact(4)
-            .all(|c| matches!(c[0], FIXED | SLIDING | BUCKET) && c[2] > 0)
+            .all(|c| matches!(c[0], FIXED | SLIDING | LOG | BUCKET) && c[2] > 0)
 }
 
 /// Why a call answered no chain: the same error for each.

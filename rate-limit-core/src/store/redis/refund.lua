@@ -3,7 +3,9 @@
 --
 -- KEYS     per check, its key: for a fixed window, the key of the window the charge was
 --          made in (an integer); for a sliding window that key and the next window's (each
---          a hash: `c` its count, `p` the previous window's as copied when it was made)
+--          a hash: `c` its count, `p` the previous window's as copied when it was made);
+--          for a sliding log, its sorted set (chain.lua: an entry `t:c` per charge, `#` the
+--          sum, negated)
 -- ARGV[1]  the server time (us) at which the charge was made
 -- ARGV[2 + 4(i-1) ..]  per check: algorithm, quota or capacity, window or interval, cost
 -- Keeps each key's TTL. Returns the number of keys changed.
@@ -38,13 +40,42 @@ local function take(key, field, cost)
 end
 
 local at = tonumber(ARGV[1])
+
+-- A sliding log's entries charged at `at`, less `cost` units (an entry left with none goes),
+-- and its sum with them; a key that is not such a set, or has no such entry, is left alone.
+local function log_take(key, cost)
+  local sum = redis.pcall('ZSCORE', key, '#')
+  if type(sum) ~= 'string' then return 0 end
+  local t = string.format('%d', at)
+  local taken = 0
+  for _, member in ipairs(redis.call('ZRANGE', key, t, t, 'BYSCORE')) do
+    local c = tonumber(string.match(member, ':(%d+)$'))
+    if c and taken < cost then
+      local take = math.min(c, cost - taken)
+      taken = taken + take
+      redis.call('ZREM', key, member)
+      local left = c - take
+      -- An entry of what stays (one already so named: the two as one).
+      while left > 0 do
+        local m = string.format('%s:%d', t, left)
+        if redis.call('ZADD', key, 'NX', t, m) == 1 then break end
+        redis.call('ZREM', key, m)
+        left = left * 2
+      end
+    end
+  end
+  if taken == 0 then return 0 end
+  redis.call('ZADD', key, 'XX', string.format('%d', math.min(tonumber(sum) + taken, 0)), '#')
+  return 1
+end
+
 local changed, k = 0, 0
 for i = 1, (#ARGV - 1) / 4 do
   local base = 1 + (i - 1) * 4
   local algo, p2, cost = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   k = k + 1
   local key = KEYS[k]
-  local raw = algo ~= 2 and redis.pcall('GET', key)
+  local raw = (algo == 1 or algo == 4) and redis.pcall('GET', key)
   local n = tonumber(raw)
   if algo == 2 then
     -- The count of the window charged, and the copy of it the next window's key holds.
@@ -54,25 +85,13 @@ for i = 1, (#ARGV - 1) / 4 do
     -- The window's count, never below zero; its TTL kept.
     redis.call('SET', key, string.format('%d', math.max(n - cost, 0)), 'KEEPTTL')
     changed = changed + 1
-  elseif type(raw) == 'string' and cost > 0 and algo > 2 then
+  elseif algo == 3 and cost > 0 then
+    changed = changed + log_take(key, cost)
+  elseif type(raw) == 'string' and cost > 0 and algo == 4 then
     local st = numbers(raw)
-    local ok = false
-    if algo == 3 then
-      for j = 1, #st, 2 do
-        if st[j] == at then
-          st[j + 1] = st[j + 1] - cost
-          if st[j + 1] <= 0 then table.remove(st, j + 1); table.remove(st, j) end
-          ok = true
-          break
-        end
-      end
-    elseif algo == 4 then
-      st[1] = math.max(st[1] - cost * p2, 0); ok = true
-    end
-    if ok then
-      redis.call('SET', key, encode(st), 'KEEPTTL')
-      changed = changed + 1
-    end
+    st[1] = math.max(st[1] - cost * p2, 0)
+    redis.call('SET', key, encode(st), 'KEEPTTL')
+    changed = changed + 1
   end
 end
 return changed

@@ -19,7 +19,8 @@ use crate::limit::Params;
 use crate::protocol::StoreError;
 use crate::protocol::{Decision, Outcome};
 
-pub(super) const CHAIN_LUA: &str = include_str!("chain.lua");
+pub(super) const CHAIN_LUA: &str =
+    concat!(include_str!("chain.lua"), include_str!("chain_run.lua"));
 pub(super) const WINDOW_LUA: &str = include_str!("window.lua");
 pub(super) const REFUND_LUA: &str = include_str!("refund.lua");
 pub(super) const SLOTS_LUA: &str = include_str!("slots.lua");
@@ -55,7 +56,7 @@ impl ScriptMode {
 /// The algorithm codes of `chain.lua`.
 pub(super) const FIXED: u64 = 1;
 pub(super) const SLIDING: u64 = 2;
-const LOG: u64 = 3;
+pub(super) const LOG: u64 = 3;
 pub(super) const BUCKET: u64 = 4;
 const BAN: u64 = 5;
 

@@ -1,17 +1,17 @@
 -- rate-limit: the common shape, fast: chains in order and all or nothing (mode 0) of fixed
--- windows, sliding windows and token buckets, no lease asked. The same arguments and
--- answer as chain.lua, and the same decisions (its `fixed`, `sliding` and `bucket` steps
--- in one function); chain.lua answers every other shape. Two functions and few tables a
+-- windows, sliding windows, sliding logs and token buckets, no lease asked. The same
+-- arguments and answer as chain.lua, and the same decisions (its `fixed`, `sliding`, `log`
+-- and `bucket` steps in one function); chain.lua answers every other shape. Two functions and few tables a
 -- call: in a script each `local function` is a closure made again on every call, and each
 -- table an allocation the garbage collector pays for (chain.lua spends a third of a
 -- one-check call in them, under callgrind).
 --
 -- KEYS     per check: a fixed window's two (the windows of T' and the next), a sliding
 --          window's three (the windows before T', of T' and the next), T' = T - window / 4
---          (whole numbers); a bucket's one
+--          (whole numbers); a log's or a bucket's one
 -- ARGV[1]  little-endian doubles: slack (ms), the number of chains, T (the instance's
 --          estimate of the server's time, us); per chain: mode (0), n, then per check:
---          algorithm (1 fixed, 2 sliding, 4 bucket), quota or capacity, window or
+--          algorithm (1 fixed, 2 sliding, 3 log, 4 bucket), quota or capacity, window or
 --          emission interval (us), cost
 -- Returns  as chain.lua: now, chains, then per chain 0, n and six numbers per evaluated
 --          check (outcome, limit, remaining, reset, retry, window), or 2, 0 for a chain
@@ -22,10 +22,12 @@
 -- made gets its expiry (the window's end, the next window's for a sliding window, plus
 -- the slack) when the chain is admitted, or is deleted when it is not. A bucket's time is
 -- read, and written once at the end of the call (`SET … PX`) when an admitted chain moved
--- it. At the memory cap the first write is refused before anything is written: the call
--- charges nothing.
+-- it. A log (chain.lua: its sorted set) is read as its sum less the entries that left the
+-- window, and written once at the end as chain_run.lua's `log_write` does. At the memory
+-- cap the first write is refused before anything is written: the call charges nothing.
 
 local tonumber = tonumber
+local fmt = string.format
 local unpack = table.unpack or unpack   -- Lua 5.4 (Dragonfly) or 5.1 (Redis, Valkey)
 local MIN_RETRY = 1000
 
@@ -56,8 +58,9 @@ local out = {now, A[2]}
 -- One check's decision (chain.lua's `fixed`, `sliding` or `bucket`, then `verdict`, in
 -- order and all or nothing), written at out[o6 + 1 ..]: a window `win` holding `curr`,
 -- after `prev`; or a bucket of capacity q, emission interval w, whose state is `curr` (its
--- theoretical arrival time, 0 for none). Returns the outcome (0 allowed) and a bucket's
--- state after it.
+-- theoretical arrival time, 0 for none); or a log whose key is `win`, holding `curr` units
+-- of which this call charged `prev`. Returns the outcome (0 allowed) and a bucket's or a
+-- log's state after it.
 local function decide(o6, algo, q, w, win, curr, prev, cost)
   local fits, remaining, reset, retry, after
   if algo == 2 then
@@ -94,6 +97,51 @@ local function decide(o6, algo, q, w, win, curr, prev, cost)
         if retry < 0 then retry = 0 end
       else
         retry = (w - e) + (w - m)
+      end
+    end
+  elseif algo == 3 then
+    fits = cost <= q and curr + cost <= q
+    after = curr
+    if fits and cost > 0 then after = curr + cost end
+    remaining = q - after
+    if remaining < 0 then remaining = 0 end
+    reset, retry = 0, 0
+    if after > curr or prev > 0 then reset = w
+    elseif curr > 0 then
+      -- The newest entry still in the window.
+      local top = redis.pcall('ZRANGE', win, -1, -1, 'WITHSCORES')
+      local t = type(top) == 'table' and top[1] ~= '#' and tonumber(top[2])
+      if t and t > now - w then
+        if t > now then t = now end
+        reset = t + w - now
+      end
+    end
+    if not fits and cost <= q and curr > 0 then
+      -- When enough of the oldest entries have left the window for the cost to fit.
+      local left, from, found = curr, 0, false
+      local above = fmt('(%d', now - w)
+      while not found do
+        local page = redis.pcall('ZRANGE', win, above, '+inf', 'BYSCORE', 'LIMIT', from, 64,
+                                 'WITHSCORES')
+        if type(page) ~= 'table' or page.err then page = {} end
+        for j = 1, #page, 2 do
+          local colon = string.find(page[j], ':', 1, true)
+          left = left - (colon and tonumber(string.sub(page[j], colon + 1)) or 0)
+          if left < 0 then left = 0 end
+          if left + cost <= q then
+            local t = tonumber(page[j + 1])
+            if t > now then t = now end
+            retry, found = t + w - now, true
+            break
+          end
+        end
+        if #page < 128 then break end
+        from = from + 64
+      end
+      if not found and prev > 0 then
+        left = left - prev
+        if left < 0 then left = 0 end
+        if left + cost <= q then retry = w end
       end
     end
   elseif algo == 4 then
@@ -154,10 +202,12 @@ end
 -- it), the previous window's count, and the previous window's key when this check makes
 -- a sliding window's key (else false). Sized for one check: no growth.
 local seen = {false, false, false, false, false, false, false}
-local fmt = string.format
--- Buckets (made at the first): per key, the time as this call's admitted chains left it,
--- and the running chain's (valid while `mine[name]` is its number); the keys to write.
+-- Buckets and logs (made at the first): per key, the time (a log: the units) as this
+-- call's admitted chains left it, and the running chain's (valid while `mine[name]` is its
+-- number); the keys to write. A log's also: the units this call charged, where the entries
+-- that left the window end (false: none left), and whether its key is to be made anew.
 local tats, pend, mine, dirty
+local ladded, lcut, lnew, lq, lw
 
 local k, a = 0, 3
 for c = 1, A[2] do
@@ -171,7 +221,41 @@ for c = 1, A[2] do
     local algo, q, w, cost = A[p + 1], A[p + 2], A[p + 3], A[p + 4]
     local s6 = (i - 1) * 7
     local o, after
-    if algo == 4 then
+    if algo == 3 then
+      local name = KEYS[kk + 1]
+      kk = kk + 1
+      if not tats then tats, pend, mine, dirty = {}, {}, {}, {} end
+      if not ladded then ladded, lcut, lnew, lq, lw = {}, {}, {}, {}, {} end
+      local used = tats[name]
+      if used == nil then
+        -- The sum, less the entries that left the window; a key that is not such a set
+        -- counts as none, and the write replaces it.
+        local sum = redis.pcall('ZSCORE', name, '#')
+        sum = type(sum) == 'string' and tonumber(sum)
+        used, lcut[name], lnew[name] = 0, false, false
+        if not sum or sum > 0 or sum % 1 ~= 0 then
+          lnew[name] = true
+        else
+          used = -sum
+          local gone = redis.call('ZRANGE', name, 1, fmt('%d', now - w), 'BYSCORE')
+          for j = 1, #gone do
+            local colon = string.find(gone[j], ':', 1, true)
+            used = used - (colon and tonumber(string.sub(gone[j], colon + 1)) or 0)
+          end
+          if #gone > 0 then lcut[name] = now - w end
+          if used < 0 then used = 0 end
+        end
+        tats[name], ladded[name] = used, 0
+      end
+      local mineat = used
+      if mine[name] == c then mineat = pend[name] end
+      local added = ladded[name] + mineat - used
+      o, after = decide(head + 2 + (i - 1) * 6, 3, q, w, name, mineat, added, cost)
+      seen[s6 + 1], seen[s6 + 2], seen[s6 + 3], seen[s6 + 4] = name, name, mineat, false
+      seen[s6 + 5], seen[s6 + 6], seen[s6 + 7] = after, added, false
+      if o == 0 and cost > 0 and after ~= mineat then mine[name], pend[name] = c, after end
+      lq[name], lw[name] = q, w
+    elseif algo == 4 then
       local name = KEYS[kk + 1]
       kk = kk + 1
       if not tats then tats, pend, mine, dirty = {}, {}, {}, {} end
@@ -182,7 +266,7 @@ for c = 1, A[2] do
       o, after = decide(head + 2 + (i - 1) * 6, 4, q, w, 0, mineat, 0, cost)
       seen[s6 + 1], seen[s6 + 2], seen[s6 + 3], seen[s6 + 4] = 0, name, curr, false
       seen[s6 + 5], seen[s6 + 6], seen[s6 + 7] = after, 0, false
-      if o == 0 and after ~= mineat then mine[name], pend[name] = c, after end
+      if o == 0 and cost > 0 and after ~= mineat then mine[name], pend[name] = c, after end
     else
       -- Whole-number division below 2^53 (as chain.lua's idiv): `%`, then its rounding
       -- fixed.
@@ -265,11 +349,13 @@ for c = 1, A[2] do
   else
     for i = 1, n do
       local s6 = (i - 1) * 7
-      if A[a + 2 + (i - 1) * 4 + 1] == 4 then
-        -- A bucket's new time, written once at the end of the call.
+      local algo = A[a + 2 + (i - 1) * 4 + 1]
+      if algo == 4 or algo == 3 then
+        -- A bucket's new time, a log's units, written once at the end of the call.
         local name = seen[s6 + 2]
         if mine[name] == c then
-          tats[name], dirty[name] = pend[name], true
+          if algo == 3 then ladded[name] = ladded[name] + pend[name] - tats[name] end
+          tats[name], dirty[name] = pend[name], algo
         end
       elseif seen[s6 + 4] and (seen[s6 + 7] or (seen[s6 + 3] == 0 and A[a + 3 + (i - 1) * 4] == 1)) then
         -- A key this admitted chain made gets its expiry (the window's end, plus slack); a
@@ -304,11 +390,44 @@ for c = 1, A[2] do
   a = a + 2 + n * 4
 end
 
--- The buckets' new times, with their expiry (the time, plus the slack).
+-- The buckets' new times, with their expiry (the time, plus the slack); the logs' charges,
+-- as chain_run.lua's `log_write` writes them (there: why).
 if dirty then
-  for name in pairs(dirty) do
+  for name, algo in pairs(dirty) do
     local tat = tats[name]
-    redis.call('SET', name, fmt('%d', tat), 'PX', math.max(math.ceil((tat - now) / 1000), 1) + slack)
+    if algo == 4 then
+      redis.call('SET', name, fmt('%d', tat), 'PX', math.max(math.ceil((tat - now) / 1000), 1) + slack)
+    else
+      local used, added, q = tat, ladded[name], lq[name]
+      if lnew[name] then redis.call('DEL', name) end
+      if lcut[name] then redis.call('ZREMRANGEBYSCORE', name, 1, fmt('%d', lcut[name])) end
+      local done = used <= q
+      while not done do
+        local page = redis.call('ZRANGE', name, 1, '+inf', 'BYSCORE', 'LIMIT', 0, 32)
+        local prune = {}
+        for j = 1, #page do
+          local colon = string.find(page[j], ':', 1, true)
+          local u = colon and tonumber(string.sub(page[j], colon + 1)) or 0
+          if used - u <= q then done = true break end
+          used = used - u
+          prune[#prune + 1] = page[j]
+        end
+        if #prune > 0 then redis.call('ZREM', name, unpack(prune)) end
+        if #page < 32 then done = true end
+      end
+      local t = fmt('%d', now)
+      local member = fmt('%s:%d', t, added)
+      local made = redis.call('ZADD', name, fmt('%d', -used), '#', t, member)
+      if made < (lnew[name] and 2 or 1) then
+        while true do
+          redis.call('ZREM', name, member)
+          added = added * 2
+          member = fmt('%s:%d', t, added)
+          if redis.call('ZADD', name, 'NX', t, member) == 1 then break end
+        end
+      end
+      redis.call('PEXPIRE', name, fmt('%d', math.max(math.ceil(lw[name] / 1000), 1) + slack))
+    end
   end
 end
 
