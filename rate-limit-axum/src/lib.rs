@@ -82,6 +82,8 @@
 //! | `tls` | TLS to Redis, `rediss://` (implies `redis`) |
 //! | `config` | limits and the store from a TOML file (`core::config`) |
 //! | `test-util` | `core::testing`: a store that fails on demand, a log capture |
+//! | `calendar` | `core::calendar`: a day, a week or a month in a time zone |
+//! | `calendar-tzdb` | the time zone database built into the program (implies `calendar`) |
 //!
 //! # On Redis
 //!

@@ -67,6 +67,12 @@ pub enum ConfigErrorKind {
     ProxyInvalid,
     /// A WebSocket's message ceiling of 0 messages or a period of 0.
     SocketInvalid,
+    /// A calendar's time zone that is not `UTC`, an offset or a name the time zone
+    /// database holds.
+    CalendarZoneUnknown,
+    /// A calendar's anchor out of range: a day of the month outside 1 to 31, a time of
+    /// day past 23:59.
+    CalendarAnchorInvalid,
 }
 
 impl ConfigErrorKind {
@@ -100,6 +106,8 @@ impl ConfigErrorKind {
             Self::InFlightInvalid => "limit.in_flight_invalid",
             Self::AccessEntryInvalid => "access.entry_invalid",
             Self::AdminInvalid => "admin.invalid",
+            Self::CalendarZoneUnknown => "calendar.zone_unknown",
+            Self::CalendarAnchorInvalid => "calendar.anchor_invalid",
         }
     }
 }

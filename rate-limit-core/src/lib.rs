@@ -35,6 +35,8 @@
 //! | `sentinel` | Redis behind Sentinel: the primary asked of the Sentinels, failovers followed (implies `redis`) |
 //! | `tls` | TLS to Redis (`rediss://`) with rustls and its *ring* provider, for all three (implies `redis`) |
 //! | `config` | limits, policies and the store from a TOML file ([`config`]) |
+//! | `calendar` | calendar periods, a day, a week or a month in a time zone ([`calendar`], with jiff) |
+//! | `calendar-tzdb` | the time zone database built into the program, for images without one (implies `calendar`) |
 //! | `test-util` | [`testing`]: a store that fails on demand and a log capture, for your own tests |
 //!
 //! # Redis
@@ -98,6 +100,16 @@ pub mod pace {
     pub use crate::adaptive::{Adaptive, Pace, Turn};
     pub use crate::limit::Aimd;
     pub use crate::pacer::SharedPacer;
+}
+
+/// Calendar periods: a day, a week or a month in a time zone (UTC, an offset or an IANA
+/// name), from an anchor such as a customer's billing day.
+#[cfg(feature = "calendar")]
+#[cfg_attr(docsrs, doc(cfg(feature = "calendar")))]
+pub mod calendar {
+    pub use crate::limit::calendar::{Anchor, Calendar, Period, PeriodSpan};
+    pub use jiff::Timestamp;
+    pub use jiff::civil::Weekday;
 }
 
 // What a first program uses; everything else lives in its module (`store`, `limiter`,

@@ -9,6 +9,8 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::name::validate_name;
 
 mod aimd;
+#[cfg(feature = "calendar")]
+pub(crate) mod calendar;
 mod delay;
 mod in_flight;
 mod live;
