@@ -73,6 +73,8 @@ pub enum ConfigErrorKind {
     /// A calendar's anchor out of range: a day of the month outside 1 to 31, a time of
     /// day past 23:59.
     CalendarAnchorInvalid,
+    /// A calendar period other than `day`, `week`, `week:<day>` or `month`.
+    CalendarPeriodInvalid,
 }
 
 impl ConfigErrorKind {
@@ -108,6 +110,7 @@ impl ConfigErrorKind {
             Self::AdminInvalid => "admin.invalid",
             Self::CalendarZoneUnknown => "calendar.zone_unknown",
             Self::CalendarAnchorInvalid => "calendar.anchor_invalid",
+            Self::CalendarPeriodInvalid => "calendar.period_invalid",
         }
     }
 }

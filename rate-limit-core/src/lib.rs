@@ -104,6 +104,21 @@ pub mod pace {
 
 /// Calendar periods: a day, a week or a month in a time zone (UTC, an offset or an IANA
 /// name), from an anchor such as a customer's billing day.
+///
+/// What each period does at its edges (each period ends where the next one starts, at
+/// the anchor's time in the zone):
+///
+/// | period | starts | at its edges |
+/// |---|---|---|
+/// | `day` | the anchor's time (midnight) | 23 or 25 hours on the days the clocks change; a start time the change skips moves to the first moment after the gap, one it repeats is its first occurrence |
+/// | `week` / `week:<day>` | the first day (Monday; Sunday with `week:sunday`) at the anchor's time | a week across the year's end is one week (no ISO week numbers) |
+/// | `month` | the anchor's day (the 1st) at its time | an anchor on the 29th to 31st starts the period on the month's last day in shorter months (the 31st: Feb 28, or 29 in a leap year, then Mar 31, Apr 30) |
+///
+/// Each period is numbered by the local date it starts on (`yyyymmdd`), so a new period is
+/// a new number with nothing to delete. Zones are resolved when the calendar is made: an
+/// unknown one is `calendar.zone_unknown`, a bad period `calendar.period_invalid`, a bad
+/// anchor `calendar.anchor_invalid`. IANA names come from the system's database
+/// (`/usr/share/zoneinfo`), or, with `calendar-tzdb`, from a copy built into the program.
 #[cfg(feature = "calendar")]
 #[cfg_attr(docsrs, doc(cfg(feature = "calendar")))]
 pub mod calendar {

@@ -45,6 +45,45 @@ impl Period {
     };
 }
 
+impl std::str::FromStr for Period {
+    type Err = ConfigError;
+
+    /// `day`, `week` (from Monday), `week:<day>` (`week:sunday`) or `month`, as a
+    /// configuration file writes it.
+    ///
+    /// # Errors
+    ///
+    /// `calendar.period_invalid` for anything else.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            ConfigError::new(
+                ConfigErrorKind::CalendarPeriodInvalid,
+                "period",
+                format!("a period is day, week, week:<day> (week:sunday) or month, not {s:?}"),
+            )
+        };
+        match s.split_once(':') {
+            None if s == "day" => Ok(Self::Day),
+            None if s == "week" => Ok(Self::WEEK),
+            None if s == "month" => Ok(Self::Month),
+            Some(("week", day)) => {
+                let first = match day {
+                    "monday" => Weekday::Monday,
+                    "tuesday" => Weekday::Tuesday,
+                    "wednesday" => Weekday::Wednesday,
+                    "thursday" => Weekday::Thursday,
+                    "friday" => Weekday::Friday,
+                    "saturday" => Weekday::Saturday,
+                    "sunday" => Weekday::Sunday,
+                    _ => return Err(bad()),
+                };
+                Ok(Self::Week { first })
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// Where each period starts: a day of the month (months only) and a time of day, in the
 /// calendar's zone. The default, [`Anchor::CALENDAR`], is the calendar's own start: the
 /// first of the month, midnight.
@@ -107,6 +146,48 @@ impl Anchor {
     }
 }
 
+impl std::str::FromStr for Anchor {
+    type Err = ConfigError;
+
+    /// A day of the month, a time of day, or both: `15`, `09:00`, `15 09:00`.
+    ///
+    /// # Errors
+    ///
+    /// `calendar.anchor_invalid` for anything else, a day outside 1 to 31 or a time past
+    /// 23:59.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            ConfigError::new(
+                ConfigErrorKind::CalendarAnchorInvalid,
+                "anchor",
+                format!("an anchor is a day (15), a time (09:00) or both (15 09:00), not {s:?}"),
+            )
+        };
+        let number = |p: &str| {
+            (!p.is_empty() && p.len() <= 2 && p.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| p.parse::<u8>().ok())
+                .flatten()
+        };
+        let (day, time) = match s.split_once(' ') {
+            Some((d, t)) => (Some(d), Some(t)),
+            None if s.contains(':') => (None, Some(s)),
+            None => (Some(s), None),
+        };
+        let mut anchor = match day {
+            Some(d) => Self::day(number(d).ok_or_else(bad)?)?,
+            None => Self::CALENDAR,
+        };
+        if let Some(t) = time {
+            let (h, m) = t.split_once(':').ok_or_else(bad)?;
+            if h.len() != 2 || m.len() != 2 {
+                return Err(bad());
+            }
+            anchor = anchor.at(number(h).ok_or_else(bad)?, number(m).ok_or_else(bad)?)?;
+        }
+        Ok(anchor)
+    }
+}
+
 impl Default for Anchor {
     fn default() -> Self {
         Self::CALENDAR
@@ -148,8 +229,8 @@ impl PeriodSpan {
 }
 
 impl Calendar {
-    /// A calendar of `period` in `zone`: `UTC`, a fixed offset (`+05:30`, `-08:00`) or an
-    /// IANA name (`Europe/Berlin`), from [`Anchor::CALENDAR`].
+    /// A calendar of `period` in `zone`: `UTC`, a fixed offset (`+05:30`, `-08:00`,
+    /// `+01:00:30`) or an IANA name (`Europe/Berlin`), from [`Anchor::CALENDAR`].
     ///
     /// IANA names are read from the system's time zone database (`/usr/share/zoneinfo`
     /// on Unix; bundled on Windows); with the `calendar-tzdb` feature, from a copy built
@@ -289,10 +370,24 @@ fn parse_zone(zone: &str) -> Result<TimeZone, ConfigError> {
         return Ok(TimeZone::UTC);
     }
     if let Some(rest) = zone.strip_prefix(['+', '-']) {
-        let (h, m) = rest.split_once(':').unwrap_or((rest, "0"));
-        let seconds = match (h.parse::<i32>(), m.parse::<i32>()) {
-            (Ok(h), Ok(m)) if (0..=18).contains(&h) && (0..60).contains(&m) => h * 3600 + m * 60,
-            _ => return Err(unknown("an offset is ±hh:mm, at most 18 hours")),
+        // ±hh, ±hh:mm or ±hh:mm:ss.
+        let mut parts = rest.split(':').map(|p| {
+            (p.len() == 2 && p.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| p.parse::<i32>().ok())
+                .flatten()
+        });
+        let (h, m, sec) = (parts.next(), parts.next(), parts.next());
+        let seconds = match (h.flatten(), m.unwrap_or(Some(0)), sec.unwrap_or(Some(0))) {
+            (Some(h), Some(m), Some(sec))
+                if parts.next().is_none() && h <= 18 && m < 60 && sec < 60 =>
+            {
+                h * 3600 + m * 60 + sec
+            }
+            _ => {
+                return Err(unknown(
+                    "an offset is ±hh, ±hh:mm or ±hh:mm:ss, at most 18 hours",
+                ));
+            }
         };
         let seconds = if zone.starts_with('-') {
             -seconds

@@ -123,3 +123,75 @@ fn a_bad_zone_or_anchor_is_a_configuration_error_with_a_stable_code() {
     assert!(Calendar::new(Period::Day, "+05:30").is_ok());
     assert!(Calendar::new(Period::Day, "utc").is_ok());
 }
+
+#[test]
+fn periods_and_anchors_parse_as_a_configuration_file_writes_them() {
+    assert_eq!("day".parse::<Period>().unwrap(), Period::Day);
+    assert_eq!("week".parse::<Period>().unwrap(), Period::WEEK);
+    assert_eq!(
+        "week:sunday".parse::<Period>().unwrap(),
+        Period::Week {
+            first: Weekday::Sunday
+        }
+    );
+    assert_eq!("month".parse::<Period>().unwrap(), Period::Month);
+    for bad in [
+        "",
+        "Month",
+        "year",
+        "week:",
+        "week:someday",
+        "day:monday",
+        "30d",
+    ] {
+        let e = bad.parse::<Period>().unwrap_err();
+        assert_eq!(e.code(), "calendar.period_invalid", "{bad:?}");
+    }
+    let a: Anchor = "15 09:30".parse().unwrap();
+    assert_eq!(
+        (a.day_of_month(), a.time().hour(), a.time().minute()),
+        (15, 9, 30)
+    );
+    let a: Anchor = "31".parse().unwrap();
+    assert_eq!((a.day_of_month(), a.time().hour()), (31, 0));
+    let a: Anchor = "23:59".parse().unwrap();
+    assert_eq!(
+        (a.day_of_month(), a.time().hour(), a.time().minute()),
+        (1, 23, 59)
+    );
+    for bad in [
+        "",
+        "0",
+        "32",
+        "15 24:00",
+        "15 9:00",
+        "15  09:00",
+        "09:60",
+        "x",
+        "15 09:00:00",
+        "-1",
+    ] {
+        let e = bad.parse::<Anchor>().unwrap_err();
+        assert_eq!(e.code(), "calendar.anchor_invalid", "{bad:?}");
+    }
+}
+
+#[test]
+fn an_offset_may_name_seconds_so_a_boundary_can_be_placed_to_the_second() {
+    let day = Calendar::new(Period::Day, "+01:00:30").unwrap();
+    let s = day.span(at("2026-12-06T12:00:00Z"));
+    assert_eq!(s.start(), at("2026-12-05T22:59:30Z"));
+    assert_eq!(s.end(), at("2026-12-06T22:59:30Z"));
+    let west = Calendar::new(Period::Day, "-05").unwrap();
+    assert_eq!(
+        west.span(at("2026-12-06T12:00:00Z")).start(),
+        at("2026-12-06T05:00:00Z")
+    );
+    for bad in ["+1:00", "+01:0", "+01:00:60", "+19:00", "+01:00:00:00", "+"] {
+        assert_eq!(
+            Calendar::new(Period::Day, bad).unwrap_err().code(),
+            "calendar.zone_unknown",
+            "{bad:?}"
+        );
+    }
+}
