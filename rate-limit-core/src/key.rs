@@ -79,6 +79,12 @@ impl Key {
         self.custom.unwrap_or_else(|| self.limit.params())
     }
 
+    /// The parameters a check at `now` (µs since the epoch) runs on: a calendar quota's
+    /// period holding `now`, the others as [`params`](Self::params).
+    pub(crate) fn params_at(&self, now: u64) -> Params {
+        self.limit.resolve(self.params(), now)
+    }
+
     /// The limit.
     pub fn limit(&self) -> &Limit {
         &self.limit

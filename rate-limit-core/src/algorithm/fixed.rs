@@ -12,6 +12,46 @@ pub(super) fn step(
     charge: Charge,
 ) -> Step {
     let window = now / w;
+    let end = (window + 1).saturating_mul(w).saturating_sub(now);
+    counted(
+        quota,
+        (window, end, w),
+        (stored_window, stored_count),
+        cost,
+        charge,
+    )
+}
+
+/// A calendar period's step: a fixed window's arithmetic on the period numbered `number`
+/// from `start` to `end` (µs).
+#[cfg(feature = "calendar")]
+pub(super) fn period_step(
+    quota: u64,
+    (number, start, end): (u64, u64, u64),
+    stored: (u64, u64),
+    now: u64,
+    cost: u64,
+    charge: Charge,
+) -> Step {
+    let left = end.saturating_sub(now);
+    counted(
+        quota,
+        (number, left, end.saturating_sub(start)),
+        stored,
+        cost,
+        charge,
+    )
+}
+
+/// The count of window (or period) `window`, which ends in `end` µs and lasts `w`, given
+/// the count stored for `stored_window`.
+fn counted(
+    quota: u64,
+    (window, end, w): (u64, u64, u64),
+    (stored_window, stored_count): (u64, u64),
+    cost: u64,
+    charge: Charge,
+) -> Step {
     // A window number from the future (a clock that went back) is clamped to the current
     // window: the count is kept, never turned into a long wait.
     let count = if stored_window >= window {
@@ -19,7 +59,6 @@ pub(super) fn step(
     } else {
         0
     };
-    let end = (window + 1).saturating_mul(w).saturating_sub(now);
     let reset = |used: u64| if used > 0 { end } else { 0 };
     let fits = cost <= quota && count.saturating_add(cost) <= quota;
     let charged = charge.applies(fits, cost, quota);

@@ -106,6 +106,16 @@ impl State {
                 until: 0,
                 events: VecDeque::new(),
             },
+            // A calendar quota counts as a fixed window does, numbered by its period.
+            Params::Calendar { .. } => Self::Fixed {
+                window: 0,
+                count: 0,
+            },
+            #[cfg(feature = "calendar")]
+            Params::Period { .. } => Self::Fixed {
+                window: 0,
+                count: 0,
+            },
         }
     }
 
@@ -118,7 +128,18 @@ impl State {
                 | (Self::Bucket { .. }, Params::Bucket { .. })
                 | (Self::Log(_), Params::Log { .. })
                 | (Self::Ban { .. }, Params::Ban { .. })
-        )
+                | (Self::Fixed { .. }, Params::Calendar { .. })
+        ) || self.fits_period(params)
+    }
+
+    #[cfg(feature = "calendar")]
+    fn fits_period(&self, params: Params) -> bool {
+        matches!((self, params), (Self::Fixed { .. }, Params::Period { .. }))
+    }
+
+    #[cfg(not(feature = "calendar"))]
+    fn fits_period(&self, _: Params) -> bool {
+        false
     }
 
     /// When the state stops mattering (µs since the epoch): after this, it equals
@@ -139,6 +160,11 @@ impl State {
                 .back()
                 .map_or(0, |&(t, _)| t.saturating_add(within))
                 .max(*until),
+            // A period's count lasts to its end (a number from the future, to this one's).
+            #[cfg(feature = "calendar")]
+            (Self::Fixed { window, .. }, Params::Period { number, end, .. }) => {
+                if *window >= number { end } else { 0 }
+            }
             _ => 0,
         }
     }
@@ -179,6 +205,16 @@ pub(crate) fn step(params: Params, state: &State, now: u64, cost: u64, charge: C
         (Params::Log { quota, window }, State::Log(log)) => {
             log::step(quota, window, log, now, cost, charge)
         }
+        #[cfg(feature = "calendar")]
+        (
+            Params::Period {
+                quota,
+                number,
+                start,
+                end,
+            },
+            &State::Fixed { window: idx, count },
+        ) => fixed::period_step(quota, (number, start, end), (idx, count), now, cost, charge),
         // A ban's gate charges nothing; a charge (overdraw) counts its cost in refusals.
         (Params::Ban { after, within, ban }, State::Ban { until, events }) => {
             let b = ban::Ban { after, within, ban };
@@ -237,6 +273,12 @@ pub(crate) fn refund(params: Params, state: &State, at: u64, cost: u64) -> Optio
                 None
             }
         }
+        #[cfg(feature = "calendar")]
+        (Params::Period { number, .. }, &State::Fixed { window, count }) => (window == number)
+            .then(|| State::Fixed {
+                window,
+                count: count.saturating_sub(cost),
+            }),
         (Params::Bucket { interval, .. }, &State::Bucket { tat }) => Some(State::Bucket {
             tat: tat.saturating_sub(cost.saturating_mul(interval)),
         }),

@@ -40,6 +40,9 @@ fn window_of(p: Params) -> u64 {
         | Params::Log { window, .. } => window,
         Params::Bucket { capacity, interval } => capacity * interval,
         Params::Ban { within, .. } => within,
+        Params::Calendar { length, .. } => length,
+        #[cfg(feature = "calendar")]
+        Params::Period { start, end, .. } => end - start,
     }
 }
 
@@ -123,8 +126,11 @@ proptest! {
                 }
                 let _ = w;
             }
-            // Not generated: a ban admits whatever it has not banned.
-            Params::Ban { .. } => {}
+            // Not generated: a ban admits whatever it has not banned; a calendar's periods
+            // are tested on a fake clock (store/memory/calendar_tests.rs).
+            Params::Ban { .. } | Params::Calendar { .. } => {}
+            #[cfg(feature = "calendar")]
+            Params::Period { .. } => {}
         }
     }
 

@@ -354,6 +354,34 @@ impl Calendar {
     }
 }
 
+impl Calendar {
+    /// A period's nominal length (µs), what [`Limit::window`](crate::Limit::window)
+    /// reports: a day, seven days, or 30 days for a month. Decisions carry each period's
+    /// own length.
+    pub(crate) fn nominal_micros(&self) -> u64 {
+        const DAY: u64 = 86_400_000_000;
+        match self.period {
+            Period::Day => DAY,
+            Period::Week { .. } => 7 * DAY,
+            Period::Month => 30 * DAY,
+        }
+    }
+
+    /// The period holding `now` (µs since the epoch) as the parameters a check runs on.
+    pub(crate) fn period_params(&self, quota: u64, now: u64) -> super::Params {
+        let at = Timestamp::from_microsecond(i64::try_from(now).unwrap_or(i64::MAX))
+            .unwrap_or(Timestamp::MAX);
+        let span = self.span(at);
+        let micros = |t: Timestamp| u64::try_from(t.as_microsecond()).unwrap_or(0);
+        super::Params::Period {
+            quota,
+            number: u64::try_from(span.number).unwrap_or(0),
+            start: micros(span.start),
+            end: micros(span.end),
+        }
+    }
+}
+
 /// `UTC`, a fixed offset or an IANA name.
 fn parse_zone(zone: &str) -> Result<TimeZone, ConfigError> {
     let unknown = |why: &str| {

@@ -38,6 +38,9 @@ pub(super) struct LimitInner {
     top: std::sync::OnceLock<crate::top::Top>,
     /// How its heavy hitters are tracked (read once, when `top` starts).
     top_settings: Mutex<crate::top::TopSettings>,
+    /// A calendar quota's calendar (see `Limit::calendar`).
+    #[cfg(feature = "calendar")]
+    pub(super) calendar: Option<super::calendar::Calendar>,
 }
 
 impl LimitInner {
@@ -92,6 +95,8 @@ impl LimitInner {
             principal_hasher: crate::digest::principal_hasher(),
             top: std::sync::OnceLock::new(),
             top_settings: Mutex::new(crate::top::TopSettings::default()),
+            #[cfg(feature = "calendar")]
+            calendar: None,
         }
     }
 }
@@ -184,6 +189,17 @@ impl Limit {
             && same(&i.0.lease_slice, &i.1.lease_slice)
             && same(&i.0.lease_us, &i.1.lease_us)
             && i.0.delay.iter().zip(&i.1.delay).all(|(a, b)| same(a, b))
+            && self.same_calendar(other)
+    }
+
+    #[cfg(feature = "calendar")]
+    fn same_calendar(&self, other: &Self) -> bool {
+        self.inner.calendar == other.inner.calendar
+    }
+
+    #[cfg(not(feature = "calendar"))]
+    fn same_calendar(&self, _: &Self) -> bool {
+        true
     }
 
     /// How many times the parameters were changed at run time (caches key on it).
@@ -216,6 +232,13 @@ impl Limit {
                 Duration::from_micros(within),
                 Duration::from_micros(ban),
             )?,
+            Params::Calendar { length, .. } => {
+                let quota = super::validate::quota("quota", quota)?;
+                self.inner.store(Params::Calendar { quota, length });
+                return Ok(());
+            }
+            #[cfg(feature = "calendar")]
+            Params::Period { .. } => return Ok(()), // resolved per check, never held
         };
         self.inner.store(next.params());
         Ok(())

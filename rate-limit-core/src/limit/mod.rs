@@ -261,6 +261,44 @@ impl Limit {
         Ok(Self::build(name, Params::Ban { after, within, ban }))
     }
 
+    /// A quota per calendar period: at most `quota` units from one period's start to the
+    /// next (`calendar`: a day, a week or a month in a time zone, from an anchor), a
+    /// counter per period as a fixed window keeps one per window.
+    ///
+    /// Inside the crate until the Redis store counts periods by the server's clock (issue
+    /// 62): the memory store counts them now.
+    ///
+    /// # Errors
+    ///
+    /// `limit.name_invalid`, `limit.quota_zero`, `limit.overflow` as for any limit.
+    #[cfg(feature = "calendar")]
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn calendar(
+        name: &str,
+        quota: u64,
+        calendar: calendar::Calendar,
+    ) -> Result<Self, ConfigError> {
+        validate_name(name)?;
+        let quota = validate::quota("quota", quota)?;
+        let length = calendar.nominal_micros();
+        let mut inner = LimitInner::new(name, Params::Calendar { quota, length });
+        inner.calendar = Some(calendar);
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// These parameters resolved at `now` (µs since the epoch): a calendar quota's period
+    /// holding `now`; any other parameters as they are.
+    pub(crate) fn resolve(&self, params: Params, now: u64) -> Params {
+        #[cfg(feature = "calendar")]
+        if let (Params::Calendar { quota, .. }, Some(c)) = (params, &self.inner.calendar) {
+            return c.period_params(quota, now);
+        }
+        let _ = now;
+        params
+    }
+
     /// For a ban ([`Limit::ban`]), how long it bans.
     pub fn ban_duration(&self) -> Option<Duration> {
         match self.params() {
@@ -310,6 +348,9 @@ impl Limit {
             | Params::Log { quota, .. } => quota,
             Params::Bucket { capacity, .. } => capacity,
             Params::Ban { after, .. } => after,
+            Params::Calendar { quota, .. } => quota,
+            #[cfg(feature = "calendar")]
+            Params::Period { quota, .. } => quota,
         }
     }
 
@@ -325,6 +366,9 @@ impl Limit {
             | Params::Log { window, .. } => window,
             Params::Bucket { capacity, interval } => capacity * interval,
             Params::Ban { within, .. } => within,
+            Params::Calendar { length, .. } => length,
+            #[cfg(feature = "calendar")]
+            Params::Period { start, end, .. } => end.saturating_sub(start),
         }
     }
 

@@ -17,6 +17,9 @@ pub enum AlgorithmKind {
     TokenBucket,
     /// A ban ([`Limit::ban`](crate::Limit::ban)): refuses its principal for a while after enough refusals.
     Ban,
+    /// A quota per calendar period (a day, a week or a month in a time zone, from an
+    /// anchor): a counter per period, as a fixed window's per window.
+    Calendar,
 }
 
 impl AlgorithmKind {
@@ -28,6 +31,7 @@ impl AlgorithmKind {
             Self::SlidingLog => "sliding_log",
             Self::TokenBucket => "token_bucket",
             Self::Ban => "ban",
+            Self::Calendar => "calendar",
         }
     }
 }
@@ -58,6 +62,22 @@ pub(crate) enum Params {
         within: u64,
         ban: u64,
     },
+    /// A quota per calendar period, as a limit holds it: `length` is a period's nominal
+    /// length (µs: a day, seven, or 30 days); the periods themselves come from the limit's
+    /// calendar ([`Key::params_at`](crate::Key::params_at) resolves them).
+    Calendar {
+        quota: u64,
+        length: u64,
+    },
+    /// A calendar quota resolved at one instant: the period holding it, numbered by the
+    /// local date it starts on (`yyyymmdd`), from `start` to `end` (µs). Never stored.
+    #[cfg(feature = "calendar")]
+    Period {
+        quota: u64,
+        number: u64,
+        start: u64,
+        end: u64,
+    },
 }
 
 /// `Params::Ban` packs `after` into the low bits of its first word.
@@ -73,6 +93,11 @@ impl Params {
             Self::Ban { after, within, ban } => {
                 (AlgorithmKind::Ban, within << BAN_AFTER_BITS | after, ban)
             }
+            Self::Calendar { quota, length } => (AlgorithmKind::Calendar, quota, length),
+            #[cfg(feature = "calendar")]
+            Self::Period {
+                quota, start, end, ..
+            } => (AlgorithmKind::Calendar, quota, end.saturating_sub(start)),
         }
     }
 
@@ -98,6 +123,10 @@ impl Params {
                 after: a & ((1 << BAN_AFTER_BITS) - 1),
                 within: a >> BAN_AFTER_BITS,
                 ban: b,
+            },
+            AlgorithmKind::Calendar => Self::Calendar {
+                quota: a,
+                length: b,
             },
         }
     }

@@ -46,7 +46,7 @@ impl MemoryStore {
         let mut seen: Inline<Seen> = SmallVec::with_capacity(checks.len());
         let mut decisions: SmallVec<[Decision; 4]> = SmallVec::with_capacity(checks.len());
         for (i, check) in checks.iter().enumerate() {
-            let (digest, params) = (check.key().digest(), check.key().params());
+            let (digest, params) = (check.key().digest(), check.key().params_at(now));
             let guard = guards
                 .iter()
                 .position(|(s, _)| *s == owner_of[i])
@@ -77,7 +77,7 @@ impl MemoryStore {
                 // Nothing is charged: the limits before the refusal report their state as
                 // it stays, not as it would have been.
                 for (j, d) in decisions.iter_mut().enumerate().take(i) {
-                    let params = checks[j].key().params();
+                    let params = checks[j].key().params_at(now);
                     *d = algorithm::step(params, &seen[j].stored, now, 0, Charge::IfFits).decision;
                 }
                 if !banned {
@@ -124,10 +124,10 @@ impl MemoryStore {
                 self.note_ban(key, &next, now);
                 match s.found {
                     Some(f) => {
-                        let expires = self.expires_sec(next.expires_at(key.params()));
+                        let expires = self.expires_sec(next.expires_at(key.params_at(now)));
                         shard.set_at(f, next, expires, Some(hot));
                     }
-                    None => self.write(shard, &s.digest, next, key.params(), now, hot),
+                    None => self.write(shard, &s.digest, next, key.params_at(now), now, hot),
                 }
             }
         }

@@ -229,9 +229,9 @@ impl MemoryStore {
     /// One check; the decision and the store's time.
     fn single(&self, key: &Key, cost: u64, charge: Charge) -> (Decision, u64) {
         let digest = key.digest();
-        let params = key.params();
         let mut shard = lock(&self.inner.shards[self.shard_of(key)]);
         let now = self.inner.clock.now_micros();
+        let params = key.params_at(now);
         self.sweep_if_due(&mut shard, now);
         // One lookup: the index stays valid until this shard changes shape.
         let found = shard.find(&digest);
@@ -319,7 +319,8 @@ impl MemoryStore {
     pub fn give_back_now(&self, reservation: &Reservation) {
         for (check, at) in reservation.charges() {
             let key = check.key();
-            let (digest, params) = (key.digest(), key.params());
+            // The parameters of the charge's time: a calendar quota's period then.
+            let (digest, params) = (key.digest(), key.params_at(at));
             let mut shard = lock(&self.inner.shards[self.shard_of(key)]);
             let Some(i) = shard.find(&digest) else {
                 continue; // forgotten: its window has passed
@@ -390,3 +391,6 @@ impl Store for MemoryStore {
         Some(self.check_now(chain))
     }
 }
+
+#[cfg(all(test, feature = "calendar"))]
+mod calendar_tests;
