@@ -162,8 +162,10 @@ impl State {
                 .max(*until),
             // A period's count lasts to its end (a number from the future, to this one's).
             #[cfg(feature = "calendar")]
-            (Self::Fixed { window, .. }, Params::Period { number, end, .. }) => {
-                if *window >= number { end } else { 0 }
+            (Self::Fixed { window, .. }, Params::Period { number, end, .. })
+                if *window >= number =>
+            {
+                end
             }
             _ => 0,
         }
