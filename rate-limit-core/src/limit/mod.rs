@@ -261,44 +261,6 @@ impl Limit {
         Ok(Self::build(name, Params::Ban { after, within, ban }))
     }
 
-    /// A quota per calendar period: at most `quota` units from one period's start to the
-    /// next (`calendar`: a day, a week or a month in a time zone, from an anchor), a
-    /// counter per period as a fixed window keeps one per window.
-    ///
-    /// Inside the crate until the Redis store counts periods by the server's clock (issue
-    /// 62): the memory store counts them now.
-    ///
-    /// # Errors
-    ///
-    /// `limit.name_invalid`, `limit.quota_zero`, `limit.overflow` as for any limit.
-    #[cfg(feature = "calendar")]
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn calendar(
-        name: &str,
-        quota: u64,
-        calendar: calendar::Calendar,
-    ) -> Result<Self, ConfigError> {
-        validate_name(name)?;
-        let quota = validate::quota("quota", quota)?;
-        let length = calendar.nominal_micros();
-        let mut inner = LimitInner::new(name, Params::Calendar { quota, length });
-        inner.calendar = Some(calendar);
-        Ok(Self {
-            inner: Arc::new(inner),
-        })
-    }
-
-    /// These parameters resolved at `now` (µs since the epoch): a calendar quota's period
-    /// holding `now`; any other parameters as they are.
-    pub(crate) fn resolve(&self, params: Params, now: u64) -> Params {
-        #[cfg(feature = "calendar")]
-        if let (Params::Calendar { quota, .. }, Some(c)) = (params, &self.inner.calendar) {
-            return c.period_params(quota, now);
-        }
-        let _ = now;
-        params
-    }
-
     /// For a ban ([`Limit::ban`]), how long it bans.
     pub fn ban_duration(&self) -> Option<Duration> {
         match self.params() {
@@ -426,10 +388,14 @@ impl Limit {
                 detail,
             ))
         };
-        if matches!(self.kind(), AlgorithmKind::SlidingLog | AlgorithmKind::Ban) {
+        if matches!(
+            self.kind(),
+            AlgorithmKind::SlidingLog | AlgorithmKind::Ban | AlgorithmKind::Calendar
+        ) {
             return invalid(
                 "lease",
-                "a sliding log or a ban is exact by design and cannot be leased".into(),
+                "a sliding log, a ban or a calendar quota is exact by design and cannot be leased"
+                    .into(),
             );
         }
         if self.delay().is_some() {
@@ -485,13 +451,13 @@ impl Limit {
     pub fn delayed(self, delay: Delay) -> Result<Self, ConfigError> {
         if delay.after() >= self.quota()
             || self.lease().is_some()
-            || self.kind() == AlgorithmKind::Ban
+            || matches!(self.kind(), AlgorithmKind::Ban | AlgorithmKind::Calendar)
         {
             return Err(ConfigError::new(
                 ConfigErrorKind::DelayInvalid,
                 "delay.after",
                 format!(
-                    "the threshold must be under the quota ({}) and the limit not leased, got {}",
+                    "the threshold must be under the quota ({}), the limit not leased, a ban or a calendar quota, got {}",
                     self.quota(),
                     delay.after()
                 ),

@@ -94,3 +94,23 @@ fn units_given_back_reach_only_the_period_they_were_charged_in() {
     store.give_back_now(&back);
     assert_eq!(store.check_now(&peek).decisions()[0].remaining(), 3);
 }
+
+#[test]
+fn a_calendar_quota_is_neither_leased_nor_delayed() {
+    let day = || Calendar::new(Period::Day, "UTC").unwrap();
+    let e = Limit::calendar("d", 5, day())
+        .unwrap()
+        .leased(2, Duration::from_millis(50))
+        .unwrap_err();
+    assert_eq!(e.code(), "limit.lease_invalid");
+    let delay = crate::Delay::doubling(2, Duration::from_secs(1), Duration::from_secs(4)).unwrap();
+    let e = Limit::calendar("d", 5, day())
+        .unwrap()
+        .delayed(delay)
+        .unwrap_err();
+    assert_eq!(e.code(), "limit.delay_invalid");
+    assert_eq!(
+        Limit::calendar("d", 0, day()).unwrap_err().code(),
+        "limit.quota_zero"
+    );
+}
