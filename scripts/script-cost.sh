@@ -64,17 +64,21 @@ elif [ "$what" = floor ]; then
     mode=floor
 elif [ -n "$rev" ]; then
     script=$(git show "$rev:rate-limit-core/src/store/redis/chain.lua")
-    # Two files joined from the sliding log's sorted set on.
+    # Files joined from the sliding log's sorted set on (log.lua, chain.lua, chain_run.lua).
     if git cat-file -e "$rev:rate-limit-core/src/store/redis/chain_run.lua" 2>/dev/null; then
         script+=$'\n'$(git show "$rev:rate-limit-core/src/store/redis/chain_run.lua")
+    fi
+    if git cat-file -e "$rev:rate-limit-core/src/store/redis/log.lua" 2>/dev/null; then
+        script=$(git show "$rev:rate-limit-core/src/store/redis/log.lua")$'\n'$script
     fi
     mode=$(grep -q "struct.unpack" <<<"$script" && echo doubles || echo text)
 elif [ "$what" = window ]; then
     # The fast script for in-order chains of fixed and sliding windows (ALGO 1, 2, 5).
-    script=$(cat rate-limit-core/src/store/redis/window.lua)
+    script=$(cat rate-limit-core/src/store/redis/log.lua rate-limit-core/src/store/redis/window.lua)
     mode=windows
 else
-    script=$(cat rate-limit-core/src/store/redis/chain.lua rate-limit-core/src/store/redis/chain_run.lua)
+    script=$(cat rate-limit-core/src/store/redis/log.lua rate-limit-core/src/store/redis/chain.lua \
+        rate-limit-core/src/store/redis/chain_run.lua)
     mode=doubles
 fi
 # Key version v3 (a key per window, the estimate T in the head) or before it.

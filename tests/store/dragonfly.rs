@@ -27,11 +27,14 @@ pub(crate) fn scripts() -> Vec<(&'static str, String)> {
     ]
     .into_iter()
     .map(|name| {
-        let mut source = std::fs::read_to_string(dir.join(name)).unwrap();
-        if name == "chain.lua" {
-            // The chain script is two files joined (script.rs).
-            source.push_str(&std::fs::read_to_string(dir.join("chain_run.lua")).unwrap());
-        }
+        // As script.rs joins them: the log's functions first in each script that counts a
+        // log, the chain script in two files.
+        let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap();
+        let source = match name {
+            "chain.lua" => read("log.lua") + &read(name) + &read("chain_run.lua"),
+            "window.lua" | "refund.lua" => read("log.lua") + &read(name),
+            _ => read(name),
+        };
         (name, source)
     })
     .collect()

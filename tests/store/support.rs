@@ -2,10 +2,17 @@ use std::time::Duration;
 
 use ratekeeper_core::{AnyStore, Chain, ChainDecision, Outcome, RedisStore, Store};
 
-/// The chain script as the store sends it: its two files joined.
+/// The chain script as the store sends it: its files joined.
 pub(crate) const CHAIN_LUA: &str = concat!(
+    include_str!("../../rate-limit-core/src/store/redis/log.lua"),
     include_str!("../../rate-limit-core/src/store/redis/chain.lua"),
     include_str!("../../rate-limit-core/src/store/redis/chain_run.lua")
+);
+
+/// The fast script as the store sends it, after the log's functions.
+pub(crate) const WINDOW_LUA: &str = concat!(
+    include_str!("../../rate-limit-core/src/store/redis/log.lua"),
+    include_str!("../../rate-limit-core/src/store/redis/window.lua")
 );
 
 /// What `server` holds under `names` (e.g. [`RedisStore::key_names`]: a window's keys):

@@ -117,7 +117,7 @@ fn call(server: &RedisServer, script: &str, keys: &[String], nums: &[u64]) -> Ve
 #[test]
 fn the_fast_script_decides_as_the_chain_script() {
     const CHAIN: &str = crate::support::CHAIN_LUA;
-    const WINDOW: &str = include_str!("../../rate-limit-core/src/store/redis/window.lua");
+    const WINDOW: &str = crate::support::WINDOW_LUA;
     let server = RedisServer::start();
     let w = 3_600_000_000u64;
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;

@@ -142,56 +142,23 @@ local function bucket(at, capacity, interval, st, cost, charge)
   return o
 end
 
--- A sliding log is a sorted set (chain_run.lua reads and writes it): a member `t:c` scored
--- `t` per charge of c units at t, and `#` scored minus their sum. `st`: {used, units
--- charged by this call, key, quota}. The oldest and newest entries are read only when a
--- decision needs them.
+-- A sliding log (log.lua: its sorted set and functions, `LIB` once the call's first log
+-- is loaded). `st`: {used, units charged by this call, key, quota}.
 local find, sub, format = string.find, string.sub, string.format
-local function units(member)
-  local colon = find(member, ':', 1, true)
-  return colon and tonumber(sub(member, colon + 1)) or 0
-end
-
--- When enough of the oldest entries have left the window for `cost` to fit (0: never).
-local function log_retry(key, q, w, used, added, cost)
-  local left, from = used, 0
-  local above = format('(%d', now - w)
-  while true do
-    local page = redis.pcall('ZRANGE', key, above, '+inf', 'BYSCORE', 'LIMIT', from, 64,
-                             'WITHSCORES')
-    if type(page) ~= 'table' or page.err then page = {} end   -- not a set: no entries
-    for j = 1, #page, 2 do
-      left = max(left - units(page[j]), 0)
-      if left + cost <= q then return min(tonumber(page[j + 1]), now) + w - now end
-    end
-    if #page < 128 then break end
-    from = from + 64
-  end
-  if added > 0 and max(left - added, 0) + cost <= q then return w end
-  return 0
-end
-
--- The newest entry still in the window (false: none).
-local function log_newest(key, w)
-  local top = redis.pcall('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local t = type(top) == 'table' and tonumber(top[2])
-  if t and t > now - w and top[1] ~= '#' then return min(t, now) end
-  return false
-end
-
+local LIB
 local function log(at, q, w, st, cost, charge)
   local used, added, key = st[1], st[2], st[3]
   local fits = cost <= q and used + cost <= q
   local charged = applies(charge, fits, cost, q)
   local retry = 0
-  if not fits and cost <= q and used > 0 then retry = log_retry(key, q, w, used, added, cost) end
+  if not fits and cost <= q and used > 0 then retry = LIB.retry(key, q, w, used, added, cost) end
   local after, reset = used, 0
   if charged then
     after, reset = used + cost, w
   elseif added > 0 then
     reset = w
   elseif used > 0 then
-    local t = log_newest(key, w)
+    local t = LIB.newest(key, w)
     if t then reset = t + w - now end
   end
   local o = verdict(at, charge, fits, cost, q, max(q - after, 0), reset, w, retry)

@@ -65,27 +65,16 @@ local function count(s) local v = parse(s) return type(v) == 'number' and v end 
 local wkey, wread, wprev = {}, {}, {}
 local MOVED = {}   -- the error of a check whose window no key names (by identity)
 
--- A log's state (chain.lua: its set): the sum `#` holds less the entries that left the
--- window, which the write removes (`lcut`: from where). A key that is not such a set
--- counts as none, and the write replaces it (`lnew`).
+-- A log's state (log.lua): whether entries left the window and whether its key is to be
+-- made anew, for the write.
 local lcut, lnew = {}, {}
 local function log_load(key, w)
   local st = state[key]
   if st ~= nil then return st end
-  local sum = redis.pcall('ZSCORE', key, '#')
-  sum = type(sum) == 'string' and tonumber(sum)
-  if not sum or sum > 0 or sum % 1 ~= 0 then
-    lnew[key] = true
-    st = {0, 0, key}
-  else
-    local used = -sum
-    local gone = redis.call('ZRANGE', key, 1, format('%d', now - w), 'BYSCORE')
-    if #gone > 0 then
-      lcut[key] = now - w
-      for j = 1, #gone do used = used - units(gone[j]) end
-    end
-    st = {max(used, 0), 0, key}
-  end
+  if not LIB then LIB = log_lib(now, slack) end
+  local used
+  used, lcut[key], lnew[key] = LIB.load(key, w)
+  st = {used, 0, key}
   state[key] = st
   return st
 end
@@ -258,43 +247,10 @@ if not pcall(all, false) then
   all(true)
 end
 
--- A log's charge: the entries that left go, this call's units join as one entry `now:c`,
--- the sum follows; past the quota, the oldest entries that no decision can need go too.
-local function log_write(key, st, ttl)
-  local used, added, q = st[1], st[2], st[4]
-  if lnew[key] then redis.call('DEL', key) end
-  if lcut[key] then redis.call('ZREMRANGEBYSCORE', key, 1, format('%d', lcut[key])) end
-  local done = used <= q
-  while not done do
-    local page = redis.call('ZRANGE', key, 1, '+inf', 'BYSCORE', 'LIMIT', 0, 32)
-    local prune = {}
-    for j = 1, #page do
-      local c = units(page[j])
-      if used - c <= q then done = true break end
-      used = used - c
-      prune[#prune + 1] = page[j]
-    end
-    if #prune > 0 then redis.call('ZREM', key, unpack(prune)) end
-    if #page < 32 then done = true end
-  end
-  local t = format('%d', now)
-  local member = format('%s:%d', t, added)
-  if redis.call('ZADD', key, format('%d', -used), '#', t, member) < (lnew[key] and 2 or 1) then
-    -- A call in this same microsecond charged as many units: one entry of both.
-    while true do
-      redis.call('ZREM', key, member)
-      added = added * 2
-      member = format('%s:%d', t, added)
-      if redis.call('ZADD', key, 'NX', t, member) == 1 then break end
-    end
-  end
-  redis.call('PEXPIRE', key, ttl)
-end
-
 for key, at in pairs(expiry) do
   local st, name = state[key], wkey[key]
   if type(st) == 'table' and st[3] == key then
-    log_write(key, st, max(ceil((at - now) / 1000), 1) + slack)
+    LIB.write(key, st[1], st[2], st[4], at - now, lcut[key], lnew[key])
   elseif wprev[key] then
     -- A sliding window's key made now: its count and the previous window's, whose key goes.
     redis.call('DEL', name)

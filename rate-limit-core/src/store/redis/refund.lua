@@ -4,8 +4,7 @@
 -- KEYS     per check, its key: for a fixed window, the key of the window the charge was
 --          made in (an integer); for a sliding window that key and the next window's (each
 --          a hash: `c` its count, `p` the previous window's as copied when it was made);
---          for a sliding log, its sorted set (chain.lua: an entry `t:c` per charge, `#` the
---          sum, negated)
+--          for a sliding log, its sorted set (log.lua, which script.rs puts first)
 -- ARGV[1]  the server time (us) at which the charge was made
 -- ARGV[2 + 4(i-1) ..]  per check: algorithm, quota or capacity, window or interval, cost
 -- Keeps each key's TTL. Returns the number of keys changed.
@@ -41,35 +40,8 @@ end
 
 local at = tonumber(ARGV[1])
 
--- A sliding log's entries charged at `at`, less `cost` units (an entry left with none goes),
--- and its sum with them; a key that is not such a set, or has no such entry, is left alone.
-local function log_take(key, cost)
-  local sum = redis.pcall('ZSCORE', key, '#')
-  if type(sum) ~= 'string' then return 0 end
-  local t = string.format('%d', at)
-  local taken = 0
-  for _, member in ipairs(redis.call('ZRANGE', key, t, t, 'BYSCORE')) do
-    local c = tonumber(string.match(member, ':(%d+)$'))
-    if c and taken < cost then
-      local take = math.min(c, cost - taken)
-      taken = taken + take
-      redis.call('ZREM', key, member)
-      local left = c - take
-      -- An entry of what stays (one already so named: the two as one).
-      while left > 0 do
-        local m = string.format('%s:%d', t, left)
-        if redis.call('ZADD', key, 'NX', t, m) == 1 then break end
-        redis.call('ZREM', key, m)
-        left = left * 2
-      end
-    end
-  end
-  if taken == 0 then return 0 end
-  redis.call('ZADD', key, 'XX', string.format('%d', math.min(tonumber(sum) + taken, 0)), '#')
-  return 1
-end
-
 local changed, k = 0, 0
+local LIB   -- log.lua's functions, made at the first log (`take` reads no clock)
 for i = 1, (#ARGV - 1) / 4 do
   local base = 1 + (i - 1) * 4
   local algo, p2, cost = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
@@ -86,7 +58,8 @@ for i = 1, (#ARGV - 1) / 4 do
     redis.call('SET', key, string.format('%d', math.max(n - cost, 0)), 'KEEPTTL')
     changed = changed + 1
   elseif algo == 3 and cost > 0 then
-    changed = changed + log_take(key, cost)
+    if not LIB then LIB = log_lib(at, 0) end
+    changed = changed + LIB.take(key, at, cost)
   elseif type(raw) == 'string' and cost > 0 and algo == 4 then
     local st = numbers(raw)
     st[1] = math.max(st[1] - cost * p2, 0)

@@ -19,10 +19,14 @@ use crate::limit::Params;
 use crate::protocol::StoreError;
 use crate::protocol::{Decision, Outcome};
 
-pub(super) const CHAIN_LUA: &str =
-    concat!(include_str!("chain.lua"), include_str!("chain_run.lua"));
-pub(super) const WINDOW_LUA: &str = include_str!("window.lua");
-pub(super) const REFUND_LUA: &str = include_str!("refund.lua");
+// The scripts that count a sliding log, each after `log.lua`: its functions.
+pub(super) const CHAIN_LUA: &str = concat!(
+    include_str!("log.lua"),
+    include_str!("chain.lua"),
+    include_str!("chain_run.lua")
+);
+pub(super) const WINDOW_LUA: &str = concat!(include_str!("log.lua"), include_str!("window.lua"));
+pub(super) const REFUND_LUA: &str = concat!(include_str!("log.lua"), include_str!("refund.lua"));
 pub(super) const SLOTS_LUA: &str = include_str!("slots.lua");
 pub(super) const PACER_LUA: &str = include_str!("pacer.lua");
 pub(super) const FLEET_LUA: &str = include_str!("fleet.lua");

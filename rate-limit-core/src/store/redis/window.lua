@@ -1,8 +1,9 @@
 -- rate-limit: the common shape, fast: chains in order and all or nothing (mode 0) of fixed
 -- windows, sliding windows, sliding logs and token buckets, no lease asked. The same
 -- arguments and answer as chain.lua, and the same decisions (its `fixed`, `sliding`, `log`
--- and `bucket` steps in one function); chain.lua answers every other shape. Two functions and few tables a
--- call: in a script each `local function` is a closure made again on every call, and each
+-- and `bucket` steps in one function); chain.lua answers every other shape. Few functions
+-- and tables a call: in a script each `local function` is a closure made again on every
+-- call (log.lua's are made at a call's first log), and each
 -- table an allocation the garbage collector pays for (chain.lua spends a third of a
 -- one-check call in them, under callgrind).
 --
@@ -22,8 +23,8 @@
 -- made gets its expiry (the window's end, the next window's for a sliding window, plus
 -- the slack) when the chain is admitted, or is deleted when it is not. A bucket's time is
 -- read, and written once at the end of the call (`SET … PX`) when an admitted chain moved
--- it. A log (chain.lua: its sorted set) is read as its sum less the entries that left the
--- window, and written once at the end as chain_run.lua's `log_write` does. At the memory
+-- it. A log (log.lua: its sorted set) is read as its sum less the entries that left the
+-- window, and written once at the end (log.lua's `write`, as chain.lua). At the memory
 -- cap the first write is refused before anything is written: the call charges nothing.
 
 local tonumber = tonumber
@@ -54,6 +55,7 @@ else
 end
 local slack, T = A[1], A[3]
 local out = {now, A[2]}
+local LIB   -- log.lua's functions, made at the call's first log
 
 -- One check's decision (chain.lua's `fixed`, `sliding` or `bucket`, then `verdict`, in
 -- order and all or nothing), written at out[o6 + 1 ..]: a window `win` holding `curr`,
@@ -108,42 +110,10 @@ local function decide(o6, algo, q, w, win, curr, prev, cost)
     reset, retry = 0, 0
     if after > curr or prev > 0 then reset = w
     elseif curr > 0 then
-      -- The newest entry still in the window.
-      local top = redis.pcall('ZRANGE', win, -1, -1, 'WITHSCORES')
-      local t = type(top) == 'table' and top[1] ~= '#' and tonumber(top[2])
-      if t and t > now - w then
-        if t > now then t = now end
-        reset = t + w - now
-      end
+      local t = LIB.newest(win, w)
+      if t then reset = t + w - now end
     end
-    if not fits and cost <= q and curr > 0 then
-      -- When enough of the oldest entries have left the window for the cost to fit.
-      local left, from, found = curr, 0, false
-      local above = fmt('(%d', now - w)
-      while not found do
-        local page = redis.pcall('ZRANGE', win, above, '+inf', 'BYSCORE', 'LIMIT', from, 64,
-                                 'WITHSCORES')
-        if type(page) ~= 'table' or page.err then page = {} end
-        for j = 1, #page, 2 do
-          local colon = string.find(page[j], ':', 1, true)
-          left = left - (colon and tonumber(string.sub(page[j], colon + 1)) or 0)
-          if left < 0 then left = 0 end
-          if left + cost <= q then
-            local t = tonumber(page[j + 1])
-            if t > now then t = now end
-            retry, found = t + w - now, true
-            break
-          end
-        end
-        if #page < 128 then break end
-        from = from + 64
-      end
-      if not found and prev > 0 then
-        left = left - prev
-        if left < 0 then left = 0 end
-        if left + cost <= q then retry = w end
-      end
-    end
+    if not fits and cost <= q and curr > 0 then retry = LIB.retry(win, q, w, curr, prev, cost) end
   elseif algo == 4 then
     local span = q * w
     local full_at, limit_at = now + span, now + span * 2
@@ -204,8 +174,8 @@ end
 local seen = {false, false, false, false, false, false, false}
 -- Buckets and logs (made at the first): per key, the time (a log: the units) as this
 -- call's admitted chains left it, and the running chain's (valid while `mine[name]` is its
--- number); the keys to write. A log's also: the units this call charged, where the entries
--- that left the window end (false: none left), and whether its key is to be made anew.
+-- number); the keys to write. A log's also: the units this call charged, whether entries
+-- left the window, whether its key is to be made anew, its quota and window.
 local tats, pend, mine, dirty
 local ladded, lcut, lnew, lq, lw
 
@@ -228,23 +198,8 @@ for c = 1, A[2] do
       if not ladded then ladded, lcut, lnew, lq, lw = {}, {}, {}, {}, {} end
       local used = tats[name]
       if used == nil then
-        -- The sum, less the entries that left the window; a key that is not such a set
-        -- counts as none, and the write replaces it.
-        local sum = redis.pcall('ZSCORE', name, '#')
-        sum = type(sum) == 'string' and tonumber(sum)
-        used, lcut[name], lnew[name] = 0, false, false
-        if not sum or sum > 0 or sum % 1 ~= 0 then
-          lnew[name] = true
-        else
-          used = -sum
-          local gone = redis.call('ZRANGE', name, 1, fmt('%d', now - w), 'BYSCORE')
-          for j = 1, #gone do
-            local colon = string.find(gone[j], ':', 1, true)
-            used = used - (colon and tonumber(string.sub(gone[j], colon + 1)) or 0)
-          end
-          if #gone > 0 then lcut[name] = now - w end
-          if used < 0 then used = 0 end
-        end
+        if not LIB then LIB = log_lib(now, slack) end
+        used, lcut[name], lnew[name] = LIB.load(name, w)
         tats[name], ladded[name] = used, 0
       end
       local mineat = used
@@ -390,43 +345,14 @@ for c = 1, A[2] do
   a = a + 2 + n * 4
 end
 
--- The buckets' new times, with their expiry (the time, plus the slack); the logs' charges,
--- as chain_run.lua's `log_write` writes them (there: why).
+-- The buckets' new times, with their expiry (the time, plus the slack); the logs' charges.
 if dirty then
   for name, algo in pairs(dirty) do
     local tat = tats[name]
     if algo == 4 then
       redis.call('SET', name, fmt('%d', tat), 'PX', math.max(math.ceil((tat - now) / 1000), 1) + slack)
     else
-      local used, added, q = tat, ladded[name], lq[name]
-      if lnew[name] then redis.call('DEL', name) end
-      if lcut[name] then redis.call('ZREMRANGEBYSCORE', name, 1, fmt('%d', lcut[name])) end
-      local done = used <= q
-      while not done do
-        local page = redis.call('ZRANGE', name, 1, '+inf', 'BYSCORE', 'LIMIT', 0, 32)
-        local prune = {}
-        for j = 1, #page do
-          local colon = string.find(page[j], ':', 1, true)
-          local u = colon and tonumber(string.sub(page[j], colon + 1)) or 0
-          if used - u <= q then done = true break end
-          used = used - u
-          prune[#prune + 1] = page[j]
-        end
-        if #prune > 0 then redis.call('ZREM', name, unpack(prune)) end
-        if #page < 32 then done = true end
-      end
-      local t = fmt('%d', now)
-      local member = fmt('%s:%d', t, added)
-      local made = redis.call('ZADD', name, fmt('%d', -used), '#', t, member)
-      if made < (lnew[name] and 2 or 1) then
-        while true do
-          redis.call('ZREM', name, member)
-          added = added * 2
-          member = fmt('%s:%d', t, added)
-          if redis.call('ZADD', name, 'NX', t, member) == 1 then break end
-        end
-      end
-      redis.call('PEXPIRE', name, fmt('%d', math.max(math.ceil(lw[name] / 1000), 1) + slack))
+      LIB.write(name, tat, ladded[name], lq[name], lw[name], lcut[name], lnew[name])
     end
   end
 end
