@@ -176,3 +176,55 @@ async fn charged_past_the_quota_a_log_keeps_what_a_decision_can_need() {
     let d = store.peek(&limit.key(who)).await.unwrap();
     assert_eq!(d.remaining(), 0);
 }
+
+/// A refusal's retry-after reads the oldest entries a page (64) at a time until the cost
+/// fits: with 100 entries and a cost of 70, the answer lies on the second page. Both the
+/// fast script (in order) and the chain script (charging every limit) agree with the
+/// entries' times, within the server's clock before and after the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_past_the_first_page_of_entries_is_exact() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url())
+        .deny_cache(0)
+        .coalesce(1)
+        .build()
+        .unwrap();
+    let store = AnyStore::Redis(redis.clone());
+    let w = 60_000_000u64;
+    let limit = Limit::sliding_log("paged", 100, Duration::from_micros(w)).unwrap();
+    let who = Principal::user("u");
+    let key = redis.key_name(&limit.key(who.clone()));
+    let one = Chain::new().check(&limit, who.clone());
+    let (admitted, _) = crate::support::run(&store, &one, 100).await;
+    assert_eq!(admitted, "A".repeat(100));
+    let (list, sum) = entries(&server, &key);
+    assert_eq!(sum, 100);
+    // The entry whose leaving lets 70 units fit: the one that brings what stays to 30.
+    let mut left = 100i64;
+    let due = list
+        .iter()
+        .find(|&&(_, c)| {
+            left -= c as i64;
+            left + 70 <= 100
+        })
+        .unwrap()
+        .0;
+    assert!(
+        list.iter().position(|e| e.0 == due).unwrap() >= 64,
+        "{list:?}"
+    );
+    for mode in [ChainMode::InOrder, ChainMode::ChargeAll] {
+        let seventy = Chain::new().mode(mode).check_cost(&limit, who.clone(), 70);
+        let before = crate::support::server_now(&server);
+        let d = store.check(&seventy).await.unwrap();
+        let after = crate::support::server_now(&server);
+        let retry = d.denied_by().unwrap().1.retry_after().unwrap();
+        let retry = u64::try_from(retry.as_micros()).unwrap();
+        assert!(
+            (due + w - after..=due + w - before).contains(&retry),
+            "{mode:?}: {retry} us, not within [{}, {}]",
+            due + w - after,
+            due + w - before
+        );
+    }
+}

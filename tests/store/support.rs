@@ -147,3 +147,10 @@ pub(crate) async fn quick_run(
     }
     unreachable!()
 }
+
+/// The server's time, in microseconds.
+pub(crate) fn server_now(server: &ratekeeper_tests::redis::RedisServer) -> u64 {
+    let time = server.cli(&["TIME"]);
+    let mut parts = time.lines().map(|l| l.trim().parse::<u64>().unwrap());
+    parts.next().unwrap() * 1_000_000 + parts.next().unwrap()
+}

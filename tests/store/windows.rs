@@ -10,12 +10,7 @@ use std::time::Duration;
 use ratekeeper_core::{Chain, Limit, Principal, RedisStore, Store};
 use ratekeeper_tests::redis::RedisServer;
 
-/// The server's time, in microseconds.
-fn server_now(server: &RedisServer) -> u64 {
-    let time = server.cli(&["TIME"]);
-    let mut parts = time.lines().map(|l| l.trim().parse::<u64>().unwrap());
-    parts.next().unwrap() * 1_000_000 + parts.next().unwrap()
-}
+use crate::support::server_now;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_an_hour_off_the_servers_clock_counts_in_the_servers_windows() {
