@@ -85,6 +85,12 @@ impl Key {
         self.limit.resolve(self.params(), now)
     }
 
+    /// The calendar a calendar quota's key counts periods by.
+    #[cfg(feature = "calendar")]
+    pub(crate) fn calendar(&self) -> Option<crate::limit::calendar::Calendar> {
+        self.limit.calendar_of().cloned()
+    }
+
     /// The limit.
     pub fn limit(&self) -> &Limit {
         &self.limit

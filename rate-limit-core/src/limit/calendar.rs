@@ -367,18 +367,35 @@ impl Calendar {
         }
     }
 
+    /// The period holding `at` (µs since the epoch).
+    pub(crate) fn span_micros(&self, at: u64) -> PeriodSpan {
+        self.span(
+            Timestamp::from_microsecond(i64::try_from(at).unwrap_or(i64::MAX))
+                .unwrap_or(Timestamp::MAX),
+        )
+    }
+
     /// The period holding `now` (µs since the epoch) as the parameters a check runs on.
     pub(crate) fn period_params(&self, quota: u64, now: u64) -> super::Params {
-        let at = Timestamp::from_microsecond(i64::try_from(now).unwrap_or(i64::MAX))
-            .unwrap_or(Timestamp::MAX);
-        let span = self.span(at);
-        let micros = |t: Timestamp| u64::try_from(t.as_microsecond()).unwrap_or(0);
+        let span = self.span_micros(now);
         super::Params::Period {
             quota,
             number: u64::try_from(span.number).unwrap_or(0),
-            start: micros(span.start),
-            end: micros(span.end),
+            start: span.start_micros(),
+            end: span.end_micros(),
         }
+    }
+}
+
+impl PeriodSpan {
+    /// Its start, µs since the epoch (0 before it).
+    pub(crate) fn start_micros(&self) -> u64 {
+        u64::try_from(self.start.as_microsecond()).unwrap_or(0)
+    }
+
+    /// Its end, µs since the epoch (0 before it).
+    pub(crate) fn end_micros(&self) -> u64 {
+        u64::try_from(self.end.as_microsecond()).unwrap_or(0)
     }
 }
 

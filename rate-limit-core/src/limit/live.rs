@@ -202,6 +202,12 @@ impl Limit {
         true
     }
 
+    /// A calendar quota's calendar.
+    #[cfg(feature = "calendar")]
+    pub(crate) fn calendar_of(&self) -> Option<&super::calendar::Calendar> {
+        self.inner.calendar.as_ref()
+    }
+
     /// These parameters resolved at `now` (µs since the epoch): a calendar quota's period
     /// holding `now`; any other parameters as they are.
     pub(crate) fn resolve(&self, params: Params, now: u64) -> Params {
@@ -355,19 +361,33 @@ impl Limit {
 }
 
 #[cfg(feature = "calendar")]
+#[cfg_attr(docsrs, doc(cfg(feature = "calendar")))]
 impl Limit {
     /// A quota per calendar period: at most `quota` units from one period's start to the
     /// next (`calendar`: a day, a week or a month in a time zone, from an anchor), a
-    /// counter per period as a fixed window keeps one per window.
+    /// counter per period as a fixed window keeps one per window. A refusal's
+    /// retry-after and every reset point at the period's end; a decision's window is the
+    /// period's own length (a Berlin day of 23 or 25 hours, a month of 28 to 31 days).
     ///
-    /// Inside the crate until the Redis store counts periods by the server's clock (issue
-    /// 62): the memory store counts them now.
+    /// ```
+    /// use ratekeeper_core::Limit;
+    /// use ratekeeper_core::calendar::{Anchor, Calendar, Period};
+    ///
+    /// // 10 000 calls a month, renewed on the 15th at 09:00 in Berlin.
+    /// let billing = Calendar::new(Period::Month, "Europe/Berlin")?
+    ///     .anchored(Anchor::day(15)?.at(9, 0)?);
+    /// let plan = Limit::calendar("plan", 10_000, billing)?;
+    /// assert_eq!(plan.quota(), 10_000);
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
+    /// ```
+    ///
+    /// On Redis the server's clock picks the period, as it picks windows; this instance's
+    /// clock names the candidates (see the store contract).
     ///
     /// # Errors
     ///
     /// `limit.name_invalid`, `limit.quota_zero`, `limit.overflow` as for any limit.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn calendar(
+    pub fn calendar(
         name: &str,
         quota: u64,
         calendar: super::calendar::Calendar,

@@ -39,7 +39,7 @@ impl RedisStore {
             }
             return Ok(());
         }
-        self.run(Vec::new(), ScriptMode::InOrder, Vec::new())
+        self.run(Vec::new(), ScriptMode::InOrder, Vec::new(), Vec::new())
             .await
             .map(|_| ())
     }

@@ -27,12 +27,13 @@ use tokio::sync::oneshot;
 
 use super::conn::Conn;
 use super::error::{bad_answer, refused_chain, store_error};
+use super::periods::{self, Cal, Periods};
 use super::script::{BUCKET, FIXED, LOG, SLIDING};
 use super::script::{
     CHAIN_LUA, Grants, Invocation, ScriptMode, WINDOW_LUA, decode, head, push_chain,
 };
 use super::script::{ChainAnswer, Unanswered};
-use super::windows::{ServerClock, expand, local_us};
+use super::windows::{ServerClock, local_us};
 use crate::protocol::Decision;
 use crate::protocol::{StoreError, StoreErrorKind};
 
@@ -50,6 +51,7 @@ struct Job {
     keys: Vec<String>,
     mode: ScriptMode,
     checks: Vec<u64>,
+    periods: Periods,
     reply: oneshot::Sender<BatchAnswer>,
 }
 
@@ -136,12 +138,14 @@ impl Batcher {
         Self { shared, cluster }
     }
 
-    /// Runs one chain (`checks`: four numbers per check) in the next call.
+    /// Runs one chain (`checks`: four numbers per check; `periods`: its calendar quotas)
+    /// in the next call.
     pub(super) async fn run(
         &self,
         keys: Vec<String>,
         mode: ScriptMode,
         checks: Vec<u64>,
+        periods: Periods,
     ) -> BatchAnswer {
         let lane = if self.cluster {
             keys.first().map(|k| super::keys::hash_slot(k))
@@ -149,7 +153,7 @@ impl Batcher {
             None
         };
         let shared = &self.shared;
-        let (answer, call) = enter(shared, lane, keys, mode, checks);
+        let (answer, call) = enter(shared, lane, (keys, mode, checks, periods));
         if let Some(jobs) = call {
             spawn_call(shared, lane, jobs);
         }
@@ -163,15 +167,14 @@ impl Batcher {
 fn enter(
     shared: &Shared,
     lane: Lane,
-    keys: Vec<String>,
-    mode: ScriptMode,
-    checks: Vec<u64>,
+    (keys, mode, checks, periods): (Vec<String>, ScriptMode, Vec<u64>, Periods),
 ) -> (oneshot::Receiver<BatchAnswer>, Option<Vec<Job>>) {
     let (reply, answer) = oneshot::channel();
     let job = Job {
         keys,
         mode,
         checks,
+        periods,
         reply,
     };
     let mut lanes = shared.lanes();
@@ -259,7 +262,10 @@ async fn call(mut jobs: Vec<Job>, done: Done) {
     for job in &mut jobs {
         keys.append(&mut job.keys);
     }
-    let chains: Vec<(ScriptMode, &[u64])> = jobs.iter().map(|j| (j.mode, &j.checks[..])).collect();
+    let chains: Vec<Sent<'_>> = jobs
+        .iter()
+        .map(|j| (j.mode, &j.checks[..], &j.periods[..]))
+        .collect();
     let to = To {
         conn: &shared.conn,
         script: &shared.script,
@@ -285,16 +291,15 @@ pub(super) struct To<'a> {
     pub(super) slack_ms: u64,
 }
 
-/// Sends `chains` (each: its mode and four numbers per check; their keys' names one after
-/// another in `keys`, one per check) in one call of the chain script: an answer per chain,
+/// A chain as sent: its mode, four numbers per check, its calendar quotas.
+pub(super) type Sent<'a> = (ScriptMode, &'a [u64], &'a [(usize, Cal)]);
+
+/// Sends `chains` (each: its mode, four numbers per check and its calendar quotas; their
+/// keys' names one after another in `keys`, one per check) in one call of the chain script: an answer per chain,
 /// in order. When the call fails, each chain gets its error. A chain whose window the keys
 /// did not name (the estimate of the server's clock was off by more than a quarter window)
 /// is sent once more, named from the clock the answer showed.
-pub(super) async fn send(
-    to: &To<'_>,
-    keys: &[String],
-    chains: &[(ScriptMode, &[u64])],
-) -> Vec<BatchAnswer> {
+pub(super) async fn send(to: &To<'_>, keys: &[String], chains: &[Sent<'_>]) -> Vec<BatchAnswer> {
     let (now, answers, seen) = match one_call(to, keys, chains, None).await {
         Ok(answered) => answered,
         Err(e) => return chains.iter().map(|_| Err(e.error())).collect(),
@@ -306,11 +311,11 @@ pub(super) async fn send(
     // The moved chains again, with their keys: each chain's keys are one per check.
     let (mut again_keys, mut again) = (Vec::new(), Vec::new());
     let mut at = 0;
-    for ((mode, checks), a) in chains.iter().zip(&answers) {
-        let n = checks.len() / 4;
+    for (chain, a) in chains.iter().zip(&answers) {
+        let n = chain.1.len() / 4;
         if moved(a) {
             again_keys.extend_from_slice(&keys[at..at + n]);
-            again.push((*mode, *checks));
+            again.push(*chain);
         }
         at += n;
     }
@@ -352,7 +357,7 @@ fn finish(now: u64, a: ChainAnswer) -> BatchAnswer {
 async fn one_call(
     to: &To<'_>,
     names: &[String],
-    chains: &[(ScriptMode, &[u64])],
+    chains: &[Sent<'_>],
     from: Option<(u64, u64)>,
 ) -> Result<(u64, Vec<ChainAnswer>, u64), Failed> {
     let sent = local_us();
@@ -361,20 +366,19 @@ async fn one_call(
         None => to.clock.estimate(sent),
     };
     let mut keys = Vec::with_capacity(names.len() * 2);
-    let mut at = 0;
-    for (_, checks) in chains {
-        let n = checks.len() / 4;
-        expand(&names[at..at + n], checks, t, &mut keys);
-        at += n;
-    }
-    let then = chains.iter().map(|(_, checks)| 2 + checks.len()).sum();
+    let then = chains.iter().map(|(_, checks, _)| 2 + checks.len()).sum();
     let mut args = head(to.slack_ms, chains.len(), t, then);
-    for (mode, checks) in chains {
+    let mut at = 0;
+    for (mode, checks, periods) in chains {
+        let n = checks.len() / 4;
         push_chain(&mut args, *mode, checks);
+        let from = args.len() - checks.len();
+        periods::name_keys(&names[at..at + n], &mut args[from..], periods, t, &mut keys);
+        at += n;
     }
     let (script, code) = if chains
         .iter()
-        .all(|(mode, checks)| common_shape(*mode, checks))
+        .all(|(mode, checks, _)| common_shape(*mode, checks))
     {
         (to.window, WINDOW_LUA)
     } else {

@@ -5,7 +5,8 @@
 --
 -- KEYS     per check, chain after chain (on a Cluster: one chain, one slot): a fixed
 --          window's two keys (the windows of T' = T - window / 4 and the next), a sliding
---          window's three (also the one before T'), any other check's one
+--          window's three (also the one before T'), a calendar quota's two (the periods
+--          of T less a quarter period and the next: periods.rs), any other check's one
 -- ARGV[1]  every number, as little-endian doubles in one string (script.rs: why): TTL
 --          slack (ms), the number of chains, T (the instance's estimate of the server's
 --          time, us, which named the windows' keys: TIME picks among them); per chain:
@@ -14,7 +15,8 @@
 --          check: algorithm (1 fixed, 2 sliding, 3 log, 4 bucket) + 16 × the units a
 --          lease asks for beyond the cost (mode 0 only), quota or capacity, window or
 --          emission interval (us), cost; or for a ban: 5 + 16 × the refusals one refusal
---          counts, after, within (us), the ban (us)
+--          counts, after, within (us), the ban (us); or for a calendar quota: 6 + 16 × (a +
+--          2^22 × b), a and b the two periods' lengths (s), quota, their boundary (us), cost
 -- Returns  now (us), chains, then per chain 0, n and per evaluated check: outcome (0
 --          allowed, 1 denied, 2 never fits; allowed with a lease: 4 × units granted),
 --          limit, remaining, reset, retry, window (us); or 1, 0 for a chain that failed,
@@ -75,9 +77,9 @@ end
 
 -- Each algorithm: writes its decision at `at`, returns the outcome and, when it charged,
 -- the new state and when it expires. A window's state is its window's (`windows`).
-local function fixed(at, q, w, st, cost, charge)
-  local window, count = st[1], st[2]
-  local ending = (window + 1) * w - now
+-- A count in a window or period `len` long that ends in `ending` us: the outcome, and the
+-- count after the check when it charged.
+local function counted(at, q, len, ending, count, cost, charge)
   local fits = cost <= q and count + cost <= q
   local charged = applies(charge, fits, cost, q)
   local after = count
@@ -88,8 +90,21 @@ local function fixed(at, q, w, st, cost, charge)
   local reset, left = 0, q - after
   if after > 0 then reset = ending end
   if left < 0 then left = 0 end
-  local o = verdict(at, charge, fits, cost, q, left, reset, w, ending)
-  if charged then return o, {window, after}, (window + 1) * w end
+  local o = verdict(at, charge, fits, cost, q, left, reset, len, ending)
+  if charged then return o, after end
+  return o
+end
+
+local function fixed(at, q, w, st, cost, charge)
+  local o, after = counted(at, q, w, (st[1] + 1) * w - now, st[2], cost, charge)
+  if after then return o, {st[1], after}, (st[1] + 1) * w end
+  return o
+end
+
+-- A calendar quota's period: `st` is {its end, its count, its length} (load: which period).
+local function period(at, q, _, st, cost, charge)
+  local o, after = counted(at, q, st[3], st[1] - now, st[2], cost, charge)
+  if after then return o, {st[1], after, st[3]}, st[1] end
   return o
 end
 
@@ -166,7 +181,7 @@ local function log(at, q, w, st, cost, charge)
   return o
 end
 
-local steps = {fixed, sliding, log, bucket}
+local steps = {fixed, sliding, log, bucket, false, period}
 
 -- A ban (src/algorithm/ban.rs): its state is `until` (µs), then (timestamp, count) per
 -- refusal counted; `after` refusals within `within` ban for `ban` µs.

@@ -58,11 +58,13 @@ end
 
 local function count(s) local v = parse(s) return type(v) == 'number' and v end -- or false
 
--- A check's state (its keys start at KEYS[pos]). Windows keep a key per window; the steps
--- see {window, count} or {window, count, previous}, kept under the check's first key's
--- name; `wkey`: the window's key, `wread`: its count as read (false: none), `wprev`: the
--- previous window's key when this call makes a sliding window's.
-local wkey, wread, wprev = {}, {}, {}
+-- A check's state (its keys start at KEYS[pos]). Windows keep a key per window, calendar
+-- quotas one per period; the steps see {window, count}, {window, count, previous} or
+-- {period's end, count, its length}, kept under the check's first key's name; `wkey`: the
+-- window's (period's) key, `wread`: its count as read (false: none), `whash`: whether it
+-- is a sliding window's hash, `wprev`: the previous window's key when this call makes a
+-- sliding window's.
+local wkey, wread, whash, wprev = {}, {}, {}, {}
 local MOVED = {}   -- the error of a check whose window no key names (by identity)
 
 -- A log's state (log.lua): whether entries left the window and whether its key is to be
@@ -79,12 +81,26 @@ local function log_load(key, w)
   return st
 end
 
-local function load(pos, algo, w)
+local function load(pos, code, w)
+  local algo = code % 16
   if algo == 3 then return log_load(KEYS[pos], w) end
-  if algo > 2 then return current(KEYS[pos]) end
+  if algo == 4 or algo == 5 then return current(KEYS[pos]) end
   local id = KEYS[pos]
   local st = state[id]
   if st ~= nil then return st end
+  if algo == 6 then
+    -- The period TIME falls in: the one ending at the boundary `w`, or the next.
+    local lens = (code - 6) / 16
+    local b = idiv(lens, 4194304)
+    local off, s, e = 0, w - (lens - b * 4194304) * 1000000, w
+    if now >= w then off, s, e = 1, w, w + b * 1000000 end
+    if now < s or now >= e then error(MOVED) end
+    local name = KEYS[pos + off]
+    local c = count(raw[name])
+    st = {e, c or 0, e - s}
+    state[id], wkey[id], wread[id] = st, name, c
+    return st
+  end
   local win = idiv(now, w)
   local off = win - idiv(T - (w - w % 4) / 4, w)
   if off < 0 or off > 1 then error(MOVED) end
@@ -100,13 +116,14 @@ local function load(pos, algo, w)
       p = count(redis.pcall('HGET', KEYS[pos + off], 'c'))
     end
     st = {win, c or 0, p or 0}
+    whash[id] = true
   end
   state[id], wkey[id], wread[id] = st, name, c
   return st
 end
 
 -- How many keys a check names, by algorithm.
-local WIDTH = {2, 3, 1, 1, 1}
+local WIDTH = {2, 3, 1, 1, 1, 2}
 -- The position of each check's first key in the running chain (set by `all`).
 local pos = {}
 
@@ -145,7 +162,7 @@ local function chain(head, mode, n, a)
                              A[p + 4]
     -- The state as this chain left it, else as the chains before it left it.
     local st
-    if at[key] == number then st = mine[key] else st = load(pos[i], algo, w) end
+    if at[key] == number then st = mine[key] else st = load(pos[i], code, w) end
     local o, nx, exp
     if algo == 5 then
       -- A ban's gate; a charge (overdraw) counts its refusals first.
@@ -161,7 +178,7 @@ local function chain(head, mode, n, a)
                      A[q + 4], current(KEYS[pos[j]]))
           else
             steps[c % 16](base + (j - 1) * 6, A[q + 2], A[q + 3],
-                          load(pos[j], c % 16, A[q + 3]), 0, IFFITS)
+                          load(pos[j], c, A[q + 3]), 0, IFFITS)
           end
         end
         if nx then state[key] = nx; expiry[key] = exp end
@@ -170,7 +187,7 @@ local function chain(head, mode, n, a)
     else
       o, nx, exp = step(o6, q, w, st, cost, charge)
     end
-    if code > 15 and algo ~= 5 and o == 0 and charge == IFFITS then
+    if code > 15 and algo < 5 and o == 0 and charge == IFFITS then
       -- A lease: also take up to `extra` units, at most a quarter of what is left after
       -- the cost. What is left says they fit; the outcome carries the grant (4 × units).
       local g = min((code - algo) / 16, floor(out[o6 + 3] / 4))
@@ -189,7 +206,7 @@ local function chain(head, mode, n, a)
         local c = A[q + 1]
         if c % 16 ~= 5 then
           steps[c % 16](base + (j - 1) * 6, A[q + 2], A[q + 3],
-                        load(pos[j], c % 16, A[q + 3]), 0, IFFITS)
+                        load(pos[j], c, A[q + 3]), 0, IFFITS)
         end
       end
       count_bans(a, i)
@@ -260,9 +277,9 @@ for key, at in pairs(expiry) do
   elseif name and wread[key] then
     -- A window's count that exists: the difference, its TTL kept.
     local d = format('%d', st[2] - wread[key])
-    if st[2] == wread[key] then elseif #st == 3 then redis.call('HINCRBY', name, 'c', d)
+    if st[2] == wread[key] then elseif whash[key] then redis.call('HINCRBY', name, 'c', d)
     else redis.call('INCRBY', name, d) end
-  elseif name and #st == 3 then
+  elseif name and whash[key] then
     redis.call('HSET', name, 'c', format('%d', st[2]))
   elseif name then
     redis.call('SET', name, format('%d', st[2]), 'PX', max(ceil((at - now) / 1000), 1) + slack)

@@ -10,6 +10,7 @@ use super::SWEEP_EVERY;
 use super::deny::DenyCache;
 use super::keys;
 use super::lease::{self, Leftover, Take, Taking, Units};
+use super::periods;
 use super::script::{ScriptMode, as_charged, mark_bans, push_lease};
 use super::{RedisStore, Refresh};
 use crate::chain::{Chain, ChainMode, Check};
@@ -293,9 +294,14 @@ impl RedisStore {
     }
 
     /// Gives back what the slot groups charged so far took, last first.
-    async fn refund_groups(&self, names: &[String], charged: &[Charged]) {
+    async fn refund_groups(&self, checks: &[Check], names: &[String], charged: &[Charged]) {
         for c in charged.iter().rev() {
-            self.refund(&names[c.range.clone()], c.at, &c.args).await;
+            let named: Vec<String> = c
+                .range
+                .clone()
+                .map(|i| self.refund_name(checks[i].key(), names[i].clone(), c.at))
+                .collect();
+            self.refund(&named, c.at, &c.args).await;
         }
     }
 
@@ -335,7 +341,8 @@ impl RedisStore {
             } else {
                 names[g.clone()].to_vec()
             };
-            let (now, ds, grants) = match self.run(group, mode, args).await {
+            let periods = periods::of(checks[g.clone()].iter().map(Check::key));
+            let (now, ds, grants) = match self.run(group, mode, args, periods).await {
                 Ok(answer) => answer,
                 Err(e) => {
                     if !self.inner.conn.is_cluster() {
@@ -345,7 +352,7 @@ impl RedisStore {
                     // back what the groups before it charged (in order, nothing may stay).
                     self.refresh_topology(Refresh::Urgent);
                     if mode == ScriptMode::InOrder {
-                        self.refund_groups(&names, &charged).await;
+                        self.refund_groups(checks, &names, &charged).await;
                     }
                     return Err(self.in_domain_of(e, slot));
                 }
@@ -366,7 +373,7 @@ impl RedisStore {
             decisions.extend(ds);
             if refused && mode == ScriptMode::InOrder {
                 // Give back what earlier groups took; report them as uncharged.
-                self.refund_groups(&names, &charged).await;
+                self.refund_groups(checks, &names, &charged).await;
                 uncharge(&mut decisions, &charged, &granted, checks);
                 granted.clear();
                 break;

@@ -29,6 +29,7 @@ mod in_flight;
 mod keys;
 mod lease;
 mod pace;
+mod periods;
 mod shared;
 mod top;
 
@@ -144,19 +145,33 @@ impl RedisStore {
         let mut check = Vec::with_capacity(4);
         push_params(&mut check, key, 0);
         let t = self.inner.clock.estimate(windows::local_us());
-        windows::around(&self.key_name(key), &check, t)
+        match periods::of([key]).pop() {
+            Some((_, cal)) => periods::around(&self.key_name(key), &cal, t),
+            None => windows::around(&self.key_name(key), &check, t),
+        }
+    }
+
+    /// The name a refund of `key`'s charge made at the server time `at` gives back to: a
+    /// calendar quota's period's key, else the key's name (windows.rs names a window's).
+    fn refund_name(&self, key: &Key, name: String, at: u64) -> String {
+        match periods::of([key]).pop() {
+            Some((_, cal)) => periods::charged(&name, &cal, at),
+            None => name,
+        }
     }
 
     /// Runs the chain script for one chain (on a Cluster, one slot group); `checks` holds
-    /// four numbers per check. Through the coalescing task when there is one.
+    /// four numbers per check, `periods` its calendar quotas. Through the coalescing task
+    /// when there is one.
     async fn run(
         &self,
         keys: Vec<String>,
         mode: ScriptMode,
         checks: Vec<u64>,
+        periods: periods::Periods,
     ) -> batch::BatchAnswer {
         if let Some(batch) = &self.inner.batch {
-            return batch.run(keys, mode, checks).await;
+            return batch.run(keys, mode, checks, periods).await;
         }
         let to = batch::To {
             conn: &self.inner.conn,
@@ -165,7 +180,7 @@ impl RedisStore {
             clock: &self.inner.clock,
             slack_ms: self.inner.slack_ms,
         };
-        batch::send(&to, &keys, &[(mode, &checks)])
+        batch::send(&to, &keys, &[(mode, &checks, &periods)])
             .await
             .pop()
             .unwrap_or_else(|| Err(bad_answer()))
@@ -183,8 +198,9 @@ impl RedisStore {
         }
     }
 
-    /// The refund script on `keys` (one slot), for checks charged at `at`: a window's
-    /// charge goes back to the key of the window it was charged in.
+    /// The refund script on `keys` (one slot; a calendar quota's: the period's key, from
+    /// [`Self::refund_name`]), for checks charged at `at`: a window's charge goes back to
+    /// the key of the window it was charged in.
     async fn try_refund(&self, keys: &[String], at: u64, checks: &[u64]) -> Result<(), StoreError> {
         let mut args = Vec::with_capacity(1 + checks.len());
         args.push(at);
@@ -225,7 +241,7 @@ impl RedisStore {
                 Some(r) => (r.params, r.at, r.units),
                 None => (item.check.key().params(), item.at, item.check.cost()),
             };
-            let name = self.key_name(item.check.key());
+            let name = self.refund_name(item.check.key(), self.key_name(item.check.key()), at);
             let cluster = self.inner.conn.is_cluster();
             let joins = calls.last_mut().filter(|(keys, t, _)| {
                 *t == at
@@ -309,7 +325,12 @@ impl Store for RedisStore {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, check.key(), check.cost());
         let (_, mut ds, _) = self
-            .run(vec![self.key_name(check.key())], ScriptMode::Overdraw, args)
+            .run(
+                vec![self.key_name(check.key())],
+                ScriptMode::Overdraw,
+                args,
+                periods::of([check.key()]),
+            )
             .await?;
         mark_bans([check.key()], &mut ds);
         ds.pop().ok_or_else(bad_answer)
@@ -319,7 +340,12 @@ impl Store for RedisStore {
         let mut args = Vec::with_capacity(4);
         push_params(&mut args, key, 0);
         let (_, mut ds, _) = self
-            .run(vec![self.key_name(key)], ScriptMode::InOrder, args)
+            .run(
+                vec![self.key_name(key)],
+                ScriptMode::InOrder,
+                args,
+                periods::of([key]),
+            )
             .await?;
         mark_bans([key], &mut ds);
         ds.pop()

@@ -4,7 +4,8 @@
 -- KEYS     per check, its key: for a fixed window, the key of the window the charge was
 --          made in (an integer); for a sliding window that key and the next window's (each
 --          a hash: `c` its count, `p` the previous window's as copied when it was made);
---          for a sliding log, its sorted set (log.lua, which script.rs puts first)
+--          for a sliding log, its sorted set (log.lua, which script.rs puts first); for a
+--          calendar quota (6), the key of the period the charge was made in (an integer)
 -- ARGV[1]  the server time (us) at which the charge was made
 -- ARGV[2 + 4(i-1) ..]  per check: algorithm, quota or capacity, window or interval, cost
 -- Keeps each key's TTL. Returns the number of keys changed.
@@ -47,14 +48,14 @@ for i = 1, (#ARGV - 1) / 4 do
   local algo, p2, cost = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   k = k + 1
   local key = KEYS[k]
-  local raw = (algo == 1 or algo == 4) and redis.pcall('GET', key)
+  local raw = (algo == 1 or algo == 4 or algo == 6) and redis.pcall('GET', key)
   local n = tonumber(raw)
   if algo == 2 then
     -- The count of the window charged, and the copy of it the next window's key holds.
     k = k + 1
     if cost > 0 then changed = changed + take(key, 'c', cost) + take(KEYS[k], 'p', cost) end
-  elseif algo == 1 and n and n % 1 == 0 and cost > 0 then
-    -- The window's count, never below zero; its TTL kept.
+  elseif (algo == 1 or algo == 6) and n and n % 1 == 0 and cost > 0 then
+    -- The window's (the period's) count, never below zero; its TTL kept.
     redis.call('SET', key, string.format('%d', math.max(n - cost, 0)), 'KEEPTTL')
     changed = changed + 1
   elseif algo == 3 and cost > 0 then

@@ -63,6 +63,8 @@ pub(super) const SLIDING: u64 = 2;
 pub(super) const LOG: u64 = 3;
 pub(super) const BUCKET: u64 = 4;
 const BAN: u64 = 5;
+/// A calendar quota's period (periods.rs: its numbers).
+pub(super) const PERIOD: u64 = 6;
 
 /// A script call: `keys`, then `args`.
 ///
@@ -144,13 +146,11 @@ pub(super) fn push_lease(args: &mut Vec<u64>, params: Params, cost: u64, extra: 
         Params::Sliding { quota, window } => (SLIDING, quota, window),
         Params::Log { quota, window } => (LOG, quota, window),
         Params::Bucket { capacity, interval } => (BUCKET, capacity, interval),
-        // Not yet counted on Redis: `Limit::calendar` stays inside the crate until the
-        // scripts pick a period by the server's clock (issue 62). Never reached.
-        Params::Calendar { quota, length } => (FIXED, quota, length),
+        // The code's lengths and the boundary are the candidate periods', written when the
+        // call names its keys (periods.rs); a refund's key names the period charged.
+        Params::Calendar { quota, .. } => (PERIOD, quota, 0),
         #[cfg(feature = "calendar")]
-        Params::Period {
-            quota, start, end, ..
-        } => (FIXED, quota, end.saturating_sub(start)),
+        Params::Period { quota, end, .. } => (PERIOD, quota, end),
         Params::Ban { after, within, ban } => {
             // The refusals one refusal counts ride in the code; the cost slot holds the
             // ban's length.
