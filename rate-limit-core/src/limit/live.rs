@@ -203,7 +203,7 @@ impl Limit {
     }
 
     /// A calendar quota's calendar.
-    #[cfg(feature = "calendar")]
+    #[cfg(all(feature = "calendar", feature = "redis"))]
     pub(crate) fn calendar_of(&self) -> Option<&super::calendar::Calendar> {
         self.inner.calendar.as_ref()
     }
