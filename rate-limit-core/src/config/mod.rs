@@ -41,6 +41,13 @@
 //! within = "10m"
 //! duration = "1h"
 //!
+//! [limits.plan]                # Limit::calendar (feature `calendar`): a month from the 15th
+//! algorithm = "calendar"
+//! quota = 10000
+//! period = "month"             # day | week | week:<first day, e.g. sunday> | month
+//! zone = "Europe/Berlin"       # UTC (default) | an offset, +05:30 | an IANA name
+//! anchor = "15 09:00"          # the day of the month, the time, or both (default: the 1st, 00:00)
+//!
 //! [in_flight.exports]          # InFlight: at most 2 at once per principal
 //! max = 2
 //! ttl = "30s"
@@ -52,11 +59,12 @@
 //!
 //! | code | when |
 //! |---|---|
-//! | `config.invalid` | the file does not parse, or has an unknown field |
+//! | `config.invalid` | the file does not parse, or has an unknown field (a `zone` or an `anchor` on a limit that is not a calendar quota) |
 //! | `rate_limits.store_invalid` | an unknown store kind, or a missing URL |
 //! | `redis.url_invalid` | a URL that does not parse |
 //! | `limit.name_invalid` | a limit name unusable as a key or structured-field string |
-//! | `limit.algorithm_invalid` | an unknown algorithm |
+//! | `limit.algorithm_invalid` | an unknown algorithm (`calendar` without the `calendar` feature) |
+//! | `calendar.period_invalid`, `calendar.zone_unknown`, `calendar.anchor_invalid` | a calendar quota's `period`, `zone` or `anchor` |
 //! | `limit.quota_zero`, `limit.window_invalid`, `limit.rate_too_high`, `limit.overflow`, `limit.lease_invalid`, `limit.delay_invalid`, `limit.in_flight_invalid` | as for limits built in code (an unknown `growth` is `limit.delay_invalid`) |
 //! | `access.entry_invalid` | an allow or deny entry that is neither a CIDR nor an address |
 //! | `policy.invalid` | an unknown failure policy |

@@ -102,6 +102,17 @@ pub(super) fn limit(name: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
     let window = |field: &str, v: &Option<String>| -> Result<Duration, ConfigError> {
         duration(&need(v.clone(), &path, field)?, format!("{path}.{field}"))
     };
+    if raw.algorithm != "calendar" {
+        for (field, given) in [("zone", &raw.zone), ("anchor", &raw.anchor)] {
+            if given.is_some() {
+                return Err(invalid(
+                    ConfigErrorKind::ConfigInvalid,
+                    format!("{path}.{field}"),
+                    "only a calendar quota (algorithm = \"calendar\") has a zone and an anchor",
+                ));
+            }
+        }
+    }
     let built = match raw.algorithm.as_str() {
         "fixed_window" => Limit::fixed_window(
             name,
@@ -130,12 +141,18 @@ pub(super) fn limit(name: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
             window("within", &raw.within)?,
             window("duration", &raw.duration)?,
         ),
+        "calendar" => calendar(
+            name,
+            need(raw.quota, &path, "quota")?,
+            need(raw.period.as_deref(), &path, "period")?,
+            raw,
+        ),
         other => {
             return Err(invalid(
                 ConfigErrorKind::AlgorithmInvalid,
                 format!("{path}.algorithm"),
                 format!(
-                    "{other:?}: use fixed_window, sliding_window, sliding_log, token_bucket or ban"
+                    "{other:?}: use fixed_window, sliding_window, sliding_log, token_bucket, ban or calendar"
                 ),
             ));
         }
@@ -158,4 +175,30 @@ pub(super) fn limit(name: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
             e.at(&path)
         }
     })
+}
+
+/// `algorithm = "calendar"`: `quota`, `period` (`day`, `week`, `week:<first day>`,
+/// `month`), `zone` (default `UTC`) and `anchor` (`15`, `09:00`, `15 09:00`).
+/// Its errors name the field alone (`limit` puts the limit's path before it).
+#[cfg(feature = "calendar")]
+fn calendar(name: &str, quota: u64, period: &str, raw: &RawLimit) -> Result<Limit, ConfigError> {
+    use crate::limit::calendar::{Anchor, Calendar, Period};
+    let mut cal = Calendar::new(
+        period.parse::<Period>()?,
+        raw.zone.as_deref().unwrap_or("UTC"),
+    )?;
+    if let Some(anchor) = &raw.anchor {
+        cal = cal.anchored(anchor.parse::<Anchor>()?);
+    }
+    Limit::calendar(name, quota, cal)
+}
+
+/// Without the `calendar` feature a calendar quota cannot be built.
+#[cfg(not(feature = "calendar"))]
+fn calendar(_: &str, _: u64, _: &str, _: &RawLimit) -> Result<Limit, ConfigError> {
+    Err(invalid(
+        ConfigErrorKind::AlgorithmInvalid,
+        "algorithm".to_owned(),
+        "\"calendar\" needs the crate's `calendar` feature",
+    ))
 }

@@ -67,6 +67,8 @@ pub(super) struct RawLimit {
     pub(super) capacity: Option<u64>,
     pub(super) refill: Option<u64>,
     pub(super) period: Option<String>,
+    pub(super) zone: Option<String>,
+    pub(super) anchor: Option<String>,
     pub(super) after: Option<u64>,
     pub(super) within: Option<String>,
     pub(super) duration: Option<String>,

@@ -273,3 +273,83 @@ fn delays_and_in_flight_limits_come_from_the_file() {
         "rule.unknown_limit"
     );
 }
+
+#[cfg(feature = "calendar")]
+#[test]
+fn calendar_quotas_come_from_the_file_and_each_bad_value_has_its_code() {
+    use crate::calendar::{Anchor, Period};
+    let c = Config::from_toml(
+        r#"
+        [limits.plan]
+        algorithm = "calendar"
+        quota = 10000
+        period = "month"
+        zone = "Europe/Berlin"
+        anchor = "15 09:00"
+
+        [limits.daily]
+        algorithm = "calendar"
+        quota = 500
+        period = "day"
+        "#,
+    )
+    .unwrap();
+    let plan = c.limit("plan").unwrap();
+    assert_eq!(
+        (plan.kind(), plan.quota()),
+        (crate::AlgorithmKind::Calendar, 10_000)
+    );
+    let cal = plan.calendar_of().unwrap();
+    assert_eq!(cal.period(), Period::Month);
+    assert_eq!(cal.anchor(), "15 09:00".parse::<Anchor>().unwrap());
+    assert_eq!(cal.zone().iana_name(), Some("Europe/Berlin"));
+    let daily = c.limit("daily").unwrap();
+    assert_eq!(daily.window(), Duration::from_secs(86_400));
+    let head = "[limits.p]\nalgorithm = \"calendar\"\nquota = 5\n";
+    for (rest, code, field) in [
+        (
+            "period = \"fortnight\"",
+            "calendar.period_invalid",
+            "limits.p.period",
+        ),
+        (
+            "period = \"week:someday\"",
+            "calendar.period_invalid",
+            "limits.p.period",
+        ),
+        (
+            "period = \"day\"\nzone = \"Mars/Olympus\"",
+            "calendar.zone_unknown",
+            "limits.p.zone",
+        ),
+        (
+            "period = \"day\"\nzone = \"+19:00\"",
+            "calendar.zone_unknown",
+            "limits.p.zone",
+        ),
+        (
+            "period = \"month\"\nanchor = \"32\"",
+            "calendar.anchor_invalid",
+            "limits.p.anchor",
+        ),
+        (
+            "period = \"month\"\nanchor = \"15 25:00\"",
+            "calendar.anchor_invalid",
+            "limits.p.anchor",
+        ),
+        ("zone = \"UTC\"", "config.invalid", "limits.p.period"),
+    ] {
+        let text = format!("{head}{rest}");
+        let e = err(&text);
+        assert_eq!((e.code(), e.field()), (code, field), "{text}\n{e}");
+    }
+    // A zone or an anchor belongs to a calendar quota only.
+    let e =
+        err("[limits.p]\nalgorithm = \"fixed_window\"\nquota = 5\nwindow = \"1m\"\nzone = \"UTC\"");
+    assert_eq!((e.code(), e.field()), ("config.invalid", "limits.p.zone"));
+    // A calendar quota is never leased.
+    let e = err(&format!(
+        "{head}period = \"day\"\nlease = {{ max_slice = 2, lifetime = \"50ms\" }}"
+    ));
+    assert_eq!(e.code(), "limit.lease_invalid", "{e}");
+}

@@ -203,7 +203,7 @@ impl Limit {
     }
 
     /// A calendar quota's calendar.
-    #[cfg(all(feature = "calendar", feature = "redis"))]
+    #[cfg(all(feature = "calendar", any(feature = "redis", test)))]
     pub(crate) fn calendar_of(&self) -> Option<&super::calendar::Calendar> {
         self.inner.calendar.as_ref()
     }
