@@ -161,9 +161,21 @@ impl Responder for ProblemResponder {
     }
 }
 
-/// The `detail` of a problem: the refusing limit and the wait where a limit refused.
+/// The `detail` of a problem: the refusing limit and the wait where a limit refused; a
+/// wait of an hour or more (a calendar quota's, to its period's end) also as the instant
+/// it ends, in UTC.
 fn detail(r: &Refusal) -> String {
     match (r.limit(), r.retry_after_secs()) {
+        (Some(limit), Some(secs)) if r.kind() == RefusalKind::Limited && secs >= 3_600 => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            format!(
+                "Too many requests for {}: retry after {secs} s (at {}).",
+                json_string(limit.name()),
+                rfc3339(now.saturating_add(secs))
+            )
+        }
         (Some(limit), Some(secs)) if r.kind() == RefusalKind::Limited => format!(
             "Too many requests for {}: retry after {secs} s.",
             json_string(limit.name())
@@ -174,6 +186,29 @@ fn detail(r: &Refusal) -> String {
         ),
         _ => r.message().to_owned(),
     }
+}
+
+/// `secs` since the Unix epoch as an RFC 3339 instant in UTC (`2026-12-20T08:00:00Z`):
+/// the civil date from the day number (H. Hinnant's `civil_from_days`).
+pub(crate) fn rfc3339(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days from 0000-03-01: eras of 400 years (146 097 days) from March, so leap days end
+    // a year.
+    let z = i64::try_from(days).unwrap_or(i64::MAX - 719_468) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 /// A kind's problem type (after [`PROBLEM_TYPES`]) and title, for the kinds whose status
@@ -289,6 +324,15 @@ pub fn rejection_response(r: &Rejection) -> Response<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_are_rfc3339_in_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_796_597_990), "2026-12-06T22:59:50Z");
+        assert_eq!(rfc3339(1_803_859_200), "2027-03-01T00:00:00Z");
+        assert_eq!(rfc3339(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
 
     #[test]
     fn json_strings_escape() {

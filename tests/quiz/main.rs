@@ -107,6 +107,25 @@ async fn table(store: AnyStore) {
         .await
         .unwrap();
     assert!(forged.text().await.unwrap().contains("Wait a few seconds,"));
+    // A wait of days (a calendar quota's, to its period's end) says the date it ends.
+    let days = 14 * 86_400;
+    let page = http
+        .get(url(&format!("/too-many-requests?wait={days}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let then = |skew: i64| {
+        let at = ratekeeper_core::calendar::Timestamp::now().as_second() + days + skew;
+        let at = ratekeeper_core::calendar::Timestamp::from_second(at).unwrap();
+        format!("Wait until {} UTC,", at.strftime("%Y-%m-%d %H:%M"))
+    };
+    assert!(
+        page.contains(&then(0)) || page.contains(&then(-60)),
+        "{page}"
+    );
 
     // Bad participant ids are 400, never 5xx.
     for bad in [

@@ -5,6 +5,7 @@
 
 #![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
 
+mod calendar;
 mod client_ip;
 mod costs;
 mod forwarded;

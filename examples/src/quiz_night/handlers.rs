@@ -26,20 +26,27 @@ pub(super) async fn home() -> Html<&'static str> {
     Html(pages::HOME)
 }
 
-/// The friendly page, saying the wait the layer put in its query (`?wait=45`); a wait
-/// that is not a number of seconds up to a day (anyone can type the URL) says "a few".
+/// The friendly page, saying the wait the layer put in its query (`?wait=45`): in seconds
+/// up to an hour, past that as the date and time it ends (a calendar quota's wait runs to
+/// its period's end, days away); a wait that is not a number of seconds up to 400 days
+/// (anyone can type the URL) says "a few seconds".
 pub(super) async fn limited_page(uri: axum::http::Uri) -> Html<String> {
+    use ratekeeper_core::calendar::Timestamp;
     let wait = uri
         .query()
         .unwrap_or("")
         .split('&')
         .find_map(|p| p.strip_prefix("wait="))
-        .and_then(|w| w.parse::<u64>().ok())
-        .filter(|&w| (1..=86_400).contains(&w));
-    let wait = match wait {
-        Some(1) => "1 second".to_owned(),
-        Some(secs) => format!("{secs} seconds"),
-        None => "a few seconds".to_owned(),
+        .and_then(|w| w.parse::<i64>().ok())
+        .filter(|&w| (1..=400 * 86_400).contains(&w));
+    let until = wait
+        .filter(|&w| w > 3_600)
+        .and_then(|w| Timestamp::from_second(Timestamp::now().as_second() + w).ok());
+    let wait = match (wait, until) {
+        (_, Some(at)) => format!("until {} UTC", at.strftime("%Y-%m-%d %H:%M")),
+        (Some(1), _) => "1 second".to_owned(),
+        (Some(secs), _) => format!("{secs} seconds"),
+        (None, _) => "a few seconds".to_owned(),
     };
     Html(pages::TOO_MANY_REQUESTS.replace("{wait}", &wait))
 }

@@ -11,6 +11,7 @@
 //! | sliding window | quota | window | what fits now | until the estimate has drained |
 //! | sliding log | quota | window | quota − entries in the window | until the newest entry leaves |
 //! | token bucket | capacity | time to refill an empty bucket | tokens now | until the bucket is full |
+//! | calendar quota | quota | the current period's own length (a day of 23 or 25 hours, a month of 28 to 31 days) | quota − count | to the period's end (the next boundary) |
 //!
 //! On a refusal, `r` is what is left (often 0) and `t` equals `Retry-After`, so
 //! `Retry-After` never points before the end of the effective window (draft §6). Seconds are
