@@ -41,6 +41,9 @@ pub(super) struct LimitInner {
     /// A calendar quota's calendar (see `Limit::calendar`).
     #[cfg(feature = "calendar")]
     pub(super) calendar: Option<super::calendar::Calendar>,
+    /// Whether counting it in memory was warned of (once a process).
+    #[cfg(feature = "calendar")]
+    in_memory_warned: AtomicBool,
 }
 
 impl LimitInner {
@@ -97,6 +100,8 @@ impl LimitInner {
             top_settings: Mutex::new(crate::top::TopSettings::default()),
             #[cfg(feature = "calendar")]
             calendar: None,
+            #[cfg(feature = "calendar")]
+            in_memory_warned: AtomicBool::new(false),
         }
     }
 }
@@ -208,11 +213,25 @@ impl Limit {
         self.inner.calendar.as_ref()
     }
 
-    /// These parameters resolved at `now` (µs since the epoch): a calendar quota's period
-    /// holding `now`; any other parameters as they are.
+    /// These parameters resolved at `now` (µs since the epoch) by a memory store (the
+    /// only store that resolves them here): a calendar quota's period holding `now`; any
+    /// other parameters as they are. The first calendar period a process counts in memory
+    /// is warned of, once per limit: its count lives only as long as the process.
     pub(crate) fn resolve(&self, params: Params, now: u64) -> Params {
         #[cfg(feature = "calendar")]
         if let (Params::Calendar { quota, .. }, Some(c)) = (params, &self.inner.calendar) {
+            let warned = &self.inner.in_memory_warned;
+            if !warned.load(Ordering::Relaxed) && !warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    name: "rate_limit.calendar_in_memory",
+                    target: "rate_limit.calendar_in_memory",
+                    limit = self.name(),
+                    "a calendar quota is counted in this process's memory (the memory store, or \
+                     the fallback while the store is down): its period's count is lost when the \
+                     process restarts and its key can be evicted under the memory store's key \
+                     cap; count it on Redis"
+                );
+            }
             return c.period_params(quota, now);
         }
         let _ = now;
