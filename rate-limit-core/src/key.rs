@@ -88,7 +88,40 @@ impl Key {
     /// The calendar a calendar quota's key counts periods by.
     #[cfg(all(feature = "calendar", feature = "redis"))]
     pub(crate) fn calendar(&self) -> Option<crate::limit::calendar::Calendar> {
-        self.limit.calendar_of().cloned()
+        self.limit.calendar_for(self.params())
+    }
+
+    /// This key of a calendar quota counted from its own anchor (a customer's billing day)
+    /// instead of the limit's calendar's: its periods are the calendar's, anchored there.
+    /// Its override, if any, stays. A key of any other limit is returned as it is.
+    ///
+    /// A principal whose anchor changes mid-period counts in the period the new anchor
+    /// gives, from that period's count: a period starting on another date is another
+    /// counter, from nothing (the units used under the old anchor are not carried over).
+    ///
+    /// ```
+    /// use ratekeeper_core::calendar::{Anchor, Calendar, Period};
+    /// use ratekeeper_core::{Chain, Check, Limit, Principal};
+    ///
+    /// let plan = Limit::calendar("plan", 10_000, Calendar::new(Period::Month, "UTC")?)?;
+    /// // This customer pays on the 31st: Feb 28 (29), Mar 31, Apr 30, ...
+    /// let key = plan.key(Principal::api_key("k-123")).anchored(Anchor::day(31)?);
+    /// let mut chain = Chain::new();
+    /// chain.push(Check::new(key, 1));
+    /// # Ok::<(), ratekeeper_core::ConfigError>(())
+    /// ```
+    #[cfg(feature = "calendar")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "calendar")))]
+    #[must_use]
+    pub fn anchored(mut self, anchor: crate::calendar::Anchor) -> Self {
+        if let Params::Calendar { quota, length, .. } = self.params() {
+            self.custom = Some(Params::Calendar {
+                quota,
+                length,
+                anchor: anchor.code(),
+            });
+        }
+        self
     }
 
     /// The limit.

@@ -42,7 +42,21 @@ pub struct Rule {
     pub(crate) name: Arc<str>,
     pub(crate) count: Option<CountWhen>,
     pub(crate) ban: BanAnswer,
+    /// A calendar quota's anchor per principal ([`Rule::anchor_from`]).
+    #[cfg(feature = "calendar")]
+    pub(crate) anchor_from: Option<AnchorFn>,
 }
+
+/// Each principal's anchor of a calendar quota, from the request's head.
+#[cfg(feature = "calendar")]
+type AnchorFn = Arc<
+    dyn Fn(
+            &ratekeeper_core::Principal,
+            &http::request::Parts,
+        ) -> Option<ratekeeper_core::calendar::Anchor>
+        + Send
+        + Sync,
+>;
 
 /// How a layer answers a principal its ban rule bans ([`Rule::ban_answer`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -82,6 +96,8 @@ impl Rule {
             name,
             count: None,
             ban: BanAnswer::default(),
+            #[cfg(feature = "calendar")]
+            anchor_from: None,
         }
     }
 
@@ -160,6 +176,70 @@ impl Rule {
     ) -> Self {
         self.cost_from = Some(Arc::new(cost));
         self
+    }
+
+    /// For a calendar quota ([`Limit::calendar`]): each principal's own anchor, such as
+    /// the day its customer pays on, from the request's head and the principal the rule's
+    /// extractor named: a claim an authentication layer put in the request's extensions,
+    /// or a lookup of yours (a map of plans loaded at start and kept fresh). `None` counts
+    /// from the limit's calendar's own anchor. Called once per request, on its path: keep
+    /// it to a lookup in memory. Ignored for other limits.
+    ///
+    /// What a client controls: the principal, and whatever of the head the function
+    /// reads. Take the anchor from what the client cannot choose (the account's record,
+    /// a verified token), never from a header it sends: a client free to pick its anchor
+    /// picks a new period whenever its count runs out.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use std::sync::Arc;
+    /// use ratekeeper_tower::core::calendar::{Anchor, Calendar, Period};
+    /// use ratekeeper_tower::core::{Limit, PrincipalKind};
+    /// use ratekeeper_tower::extract::HeaderKey;
+    /// use ratekeeper_tower::{RateLimitLayer, Rule};
+    ///
+    /// // Each customer's billing day, from your accounts (rendered principals as keys).
+    /// let billing: Arc<HashMap<String, Anchor>> = Arc::new(HashMap::new());
+    /// let plan = Limit::calendar("plan", 10_000, Calendar::new(Period::Month, "UTC")?)?;
+    /// let layer = RateLimitLayer::in_memory().rule(
+    ///     Rule::new(plan, HeaderKey::new("x-api-key".parse()?, PrincipalKind::ApiKey))
+    ///         .anchor_from(move |principal, _head| billing.get(principal.as_str()).copied()),
+    /// );
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "calendar")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "calendar")))]
+    #[must_use]
+    pub fn anchor_from(
+        mut self,
+        anchor: impl Fn(
+            &ratekeeper_core::Principal,
+            &http::request::Parts,
+        ) -> Option<ratekeeper_core::calendar::Anchor>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.anchor_from = Some(Arc::new(anchor));
+        self
+    }
+
+    /// `key`, anchored where the rule gives its principal an anchor of its own.
+    #[inline]
+    pub(crate) fn keyed(
+        &self,
+        key: ratekeeper_core::Key,
+        head: &http::request::Parts,
+    ) -> ratekeeper_core::Key {
+        #[cfg(feature = "calendar")]
+        if let Some(f) = &self.anchor_from
+            && let Some(anchor) = f(key.principal(), head)
+        {
+            return key.anchored(anchor);
+        }
+        let _ = head;
+        key
     }
 
     /// This rule's cost for a request with this head.

@@ -105,7 +105,7 @@ impl Shared {
                 if !rule.limit.may_name(p) {
                     return Err(not_owned(rule.limit.name(), p).into());
                 }
-                let key = rule.limit.key_of(earlier.key());
+                let key = rule.keyed(rule.limit.key_of(earlier.key()), parts);
                 chain.push(Check::new(key, rule.cost_of(parts)));
                 continue;
             }
@@ -113,7 +113,8 @@ impl Shared {
             if !rule.limit.may_name(&p) {
                 return Err(not_owned(rule.limit.name(), &p).into());
             }
-            chain.push(Check::new(rule.limit.key(p), rule.cost_of(parts)));
+            let key = rule.keyed(rule.limit.key(p), parts);
+            chain.push(Check::new(key, rule.cost_of(parts)));
         }
         for rule in &self.in_flight {
             slots.push(rule.limit.slots(rule.key.extract(parts)?));

@@ -61,7 +61,7 @@ impl Servers<'_> {
 
 /// The calendar case on one store (`servers`: its Redis servers, none for memory).
 async fn crossing(store: &AnyStore, servers: &Servers<'_>, tag: &str) {
-    let (cal, boundary) = midnight_in(4);
+    let (cal, boundary) = midnight_in(8);
     let limit = Limit::calendar(&format!("{tag}-day"), 3, cal.clone()).unwrap();
     let p = Principal::user("u");
     let chain = Chain::new().check(&limit, p.clone());
@@ -99,6 +99,15 @@ async fn crossing(store: &AnyStore, servers: &Servers<'_>, tag: &str) {
             ttl >= left_ms && ttl <= left_ms + 1_000 + 50,
             "{tag}: PTTL {ttl} ms, the boundary in {left_ms} ms, the slack 1 s"
         );
+    }
+
+    // Refused again before the boundary: on Redis from the deny cache, which holds a
+    // refusal no longer than its retry-after, the boundary (the run after it is admitted).
+    let (s, _) = run(store, &chain, 1).await;
+    assert!(now_us() < boundary, "{tag}: still before the boundary");
+    assert_eq!(s, "D", "{tag}");
+    if let Some(r) = redis {
+        assert!(r.deny_cache_hits() >= 1, "{tag}: answered from the cache");
     }
 
     // Across the boundary, two tasks checking all the while: each admitted check counted
@@ -306,4 +315,75 @@ async fn a_calendar_quota_in_chains_charges_and_resets_on_every_store() {
     everywhere(&standalone(&server.url()), "redis").await;
     let c = RedisCluster::start();
     everywhere(&cluster(&c.urls()), "cluster").await;
+}
+
+/// Each principal counted from its own billing day: its decisions wait for its own
+/// boundary, and on Redis its count is in the key of its own period.
+async fn anchors(store: &AnyStore, servers: &Servers<'_>, tag: &str) {
+    use ratekeeper_core::Check;
+    use ratekeeper_core::calendar::{Anchor, Timestamp};
+    let month = Calendar::new(Period::Month, "UTC").unwrap();
+    let plan = Limit::calendar(&format!("{tag}-billing"), 3, month.clone()).unwrap();
+    let days = [
+        ("own", None),
+        ("first", Some(Anchor::day(1).unwrap())),
+        ("last", Some(Anchor::day(31).unwrap().at(9, 30).unwrap())),
+        ("mid", Some(Anchor::day(16).unwrap().at(23, 59).unwrap())),
+    ];
+    for (who, anchor) in days {
+        let mut key = plan.key(Principal::user(who));
+        let mut cal = month.clone();
+        if let Some(a) = anchor {
+            key = key.anchored(a);
+            cal = cal.anchored(a);
+        }
+        let mut chain = Chain::new();
+        chain.push(Check::new(key.clone(), 1));
+        let before = now_us();
+        let d = store.check(&chain).await.unwrap();
+        let after = now_us();
+        let span = cal.span(Timestamp::from_microsecond(before as i64).unwrap());
+        let end = u64::try_from(span.end().as_microsecond()).unwrap();
+        let start = u64::try_from(span.start().as_microsecond()).unwrap();
+        let d = d.decisions()[0];
+        assert!(d.is_allowed(), "{tag} {who}");
+        assert_eq!(
+            d.window(),
+            Duration::from_micros(end - start),
+            "{tag} {who}"
+        );
+        let reset = u64::try_from(d.reset_after().as_micros()).unwrap();
+        assert!(
+            reset <= end - before && reset >= end - after,
+            "{tag} {who}: reset {reset} µs, the period ends in {} µs",
+            end - before
+        );
+        if let AnyStore::Redis(r) = store {
+            let names = r.key_names(&key);
+            assert!(
+                names[1].ends_with(&format!(":{}", span.number())),
+                "{tag} {who}: {names:?}"
+            );
+            assert_eq!(
+                servers.read(&names[1]).map(|(c, _)| c),
+                Some(1),
+                "{tag} {who}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_principal_counts_from_its_own_anchor_on_every_store() {
+    anchors(
+        &AnyStore::Memory(MemoryStore::new()),
+        &Servers(vec![]),
+        "mem",
+    )
+    .await;
+    let server = RedisServer::start();
+    anchors(&standalone(&server.url()), &Servers(vec![&server]), "redis").await;
+    let c = RedisCluster::start();
+    let servers = Servers(c.nodes().iter().collect());
+    anchors(&cluster(&c.urls()), &servers, "cluster").await;
 }

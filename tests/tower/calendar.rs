@@ -119,3 +119,52 @@ async fn a_months_refusal_says_the_date_it_ends() {
     let off = at.as_second() - end.as_second();
     assert!((0..=2).contains(&off), "{detail}: the month ends at {end}");
 }
+
+/// Each API key counted from its customer's billing day (`Rule::anchor_from`, a lookup in
+/// the customer records): the same plan refuses each until its own boundary.
+#[tokio::test]
+async fn each_customer_waits_for_its_own_billing_day() {
+    use ratekeeper_core::Principal;
+    use ratekeeper_core::calendar::Anchor;
+    use std::collections::HashMap;
+    // 2 s before Dec 15 (UTC): the 15th's customer renews then, the 1st's on Jan 1.
+    let clock = FakeClock::at_micros(micros("2026-12-14T23:59:58Z"));
+    let store = MemoryStore::builder().clock(clock.clone()).build().unwrap();
+    let billing: HashMap<String, Anchor> = HashMap::from([(
+        Principal::api_key("k-15").as_str().to_owned(),
+        Anchor::day(15).unwrap(),
+    )]);
+    let month = Calendar::new(Period::Month, "UTC").unwrap();
+    let layer = RateLimitLayer::new(Limiter::new(store)).rule(
+        Rule::new(
+            Limit::calendar("plan", 1, month).unwrap(),
+            HeaderKey::new("x-key".parse().unwrap(), PrincipalKind::ApiKey),
+        )
+        .anchor_from(move |p, _| billing.get(p.as_str()).copied()),
+    );
+    let app = Router::new().route("/", get(|| async { "ok" }).route_layer(layer));
+    let server = Server::start(app).await.unwrap();
+    let get = |key: &'static str| client().get(server.url("/")).header("x-key", key).send();
+    let wait = |r: &reqwest::Response| {
+        r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    for key in ["k-15", "k-1"] {
+        assert_eq!(get(key).await.unwrap().status(), 200, "{key}");
+    }
+    let r15 = get("k-15").await.unwrap();
+    let r1 = get("k-1").await.unwrap();
+    assert_eq!((r15.status().as_u16(), r1.status().as_u16()), (429, 429));
+    assert_eq!(wait(&r15), 2, "to Dec 15, 00:00");
+    assert_eq!(wait(&r1), 17 * 86_400 + 2, "to Jan 1, 00:00");
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(
+        get("k-15").await.unwrap().status(),
+        200,
+        "renewed on the 15th"
+    );
+    assert_eq!(get("k-1").await.unwrap().status(), 429, "not before Jan 1");
+}

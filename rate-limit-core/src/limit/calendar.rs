@@ -194,6 +194,28 @@ impl Default for Anchor {
     }
 }
 
+impl Anchor {
+    /// The anchor as a number from 1 (the 1st, 00:00) to 44 640 (the 31st, 23:59), 0 being
+    /// none: how a key's parameters carry it.
+    pub(crate) fn code(self) -> u16 {
+        let minutes = i32::from(self.time.hour()) * 60 + i32::from(self.time.minute());
+        u16::try_from(1 + (i32::from(self.day) - 1) * 1_440 + minutes).unwrap_or(0)
+    }
+
+    /// The anchor of a [`code`](Self::code) (none for 0 or a number past the 31st).
+    pub(crate) fn from_code(code: u16) -> Option<Self> {
+        let n = code.checked_sub(1)?;
+        let (day, minutes) = (n / 1_440 + 1, n % 1_440);
+        Self::day(u8::try_from(day).ok()?)
+            .ok()?
+            .at(
+                u8::try_from(minutes / 60).ok()?,
+                u8::try_from(minutes % 60).ok()?,
+            )
+            .ok()
+    }
+}
+
 /// A calendar: a [`Period`] in a time zone, from an [`Anchor`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calendar {

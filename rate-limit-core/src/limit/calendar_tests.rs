@@ -195,3 +195,19 @@ fn an_offset_may_name_seconds_so_a_boundary_can_be_placed_to_the_second() {
         );
     }
 }
+
+#[test]
+fn an_anchor_travels_as_a_number_and_back() {
+    let mut codes = std::collections::HashSet::new();
+    for day in 1..=31 {
+        for (h, m) in [(0, 0), (9, 30), (23, 59)] {
+            let a = Anchor::day(day).unwrap().at(h, m).unwrap();
+            let code = a.code();
+            assert!(code >= 1 && codes.insert(code), "{a:?}: {code}");
+            assert_eq!(Anchor::from_code(code), Some(a));
+        }
+    }
+    assert_eq!(Anchor::CALENDAR.code(), 1);
+    assert_eq!(Anchor::from_code(0), None);
+    assert_eq!(Anchor::from_code(44_641), None, "past the 31st, 23:59");
+}

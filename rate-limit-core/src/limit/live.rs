@@ -208,9 +208,22 @@ impl Limit {
     }
 
     /// A calendar quota's calendar.
-    #[cfg(all(feature = "calendar", any(feature = "redis", test)))]
+    #[cfg(all(feature = "calendar", test))]
     pub(crate) fn calendar_of(&self) -> Option<&super::calendar::Calendar> {
         self.inner.calendar.as_ref()
+    }
+
+    /// The calendar a calendar quota's key with `params` counts by: the limit's, from the
+    /// key's own anchor when it has one.
+    #[cfg(all(feature = "calendar", feature = "redis"))]
+    pub(crate) fn calendar_for(&self, params: Params) -> Option<super::calendar::Calendar> {
+        let c = self.inner.calendar.as_ref()?;
+        match params {
+            Params::Calendar { anchor, .. } if anchor != 0 => {
+                super::calendar::Anchor::from_code(anchor).map(|a| c.clone().anchored(a))
+            }
+            _ => Some(c.clone()),
+        }
     }
 
     /// These parameters resolved at `now` (µs since the epoch) by a memory store (the
@@ -219,7 +232,7 @@ impl Limit {
     /// is warned of, once per limit: its count lives only as long as the process.
     pub(crate) fn resolve(&self, params: Params, now: u64) -> Params {
         #[cfg(feature = "calendar")]
-        if let (Params::Calendar { quota, .. }, Some(c)) = (params, &self.inner.calendar) {
+        if let (Params::Calendar { quota, anchor, .. }, Some(c)) = (params, &self.inner.calendar) {
             let warned = &self.inner.in_memory_warned;
             if !warned.load(Ordering::Relaxed) && !warned.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
@@ -231,6 +244,11 @@ impl Limit {
                      process restarts and its key can be evicted under the memory store's key \
                      cap; count it on Redis"
                 );
+            }
+            if anchor != 0
+                && let Some(a) = super::calendar::Anchor::from_code(anchor)
+            {
+                return c.clone().anchored(a).period_params(quota, now);
             }
             return c.period_params(quota, now);
         }
@@ -268,9 +286,13 @@ impl Limit {
                 Duration::from_micros(within),
                 Duration::from_micros(ban),
             )?,
-            Params::Calendar { length, .. } => {
+            Params::Calendar { length, anchor, .. } => {
                 let quota = super::validate::quota("quota", quota)?;
-                self.inner.store(Params::Calendar { quota, length });
+                self.inner.store(Params::Calendar {
+                    quota,
+                    length,
+                    anchor,
+                });
                 return Ok(());
             }
             #[cfg(feature = "calendar")]
@@ -414,7 +436,14 @@ impl Limit {
         crate::name::validate_name(name)?;
         let quota = super::validate::quota("quota", quota)?;
         let length = calendar.nominal_micros();
-        let mut inner = LimitInner::new(name, super::Params::Calendar { quota, length });
+        let mut inner = LimitInner::new(
+            name,
+            super::Params::Calendar {
+                quota,
+                length,
+                anchor: 0,
+            },
+        );
         inner.calendar = Some(calendar);
         Ok(Self {
             inner: std::sync::Arc::new(inner),

@@ -63,11 +63,13 @@ pub(crate) enum Params {
         ban: u64,
     },
     /// A quota per calendar period, as a limit holds it: `length` is a period's nominal
-    /// length (µs: a day, seven, or 30 days); the periods themselves come from the limit's
-    /// calendar ([`Key::params_at`](crate::Key::params_at) resolves them).
+    /// length (µs: a day, seven, or 30 days, under 2^48); the periods themselves come from
+    /// the limit's calendar ([`Key::params_at`](crate::Key::params_at) resolves them),
+    /// from a key's own anchor when `anchor` is not 0 (`Anchor::code`).
     Calendar {
         quota: u64,
         length: u64,
+        anchor: u16,
     },
     /// A calendar quota resolved at one instant: the period holding it, numbered by the
     /// local date it starts on (`yyyymmdd`), from `start` to `end` (µs). Never stored.
@@ -82,6 +84,8 @@ pub(crate) enum Params {
 
 /// `Params::Ban` packs `after` into the low bits of its first word.
 const BAN_AFTER_BITS: u32 = 10;
+/// `Params::Calendar` packs a key's anchor above its length (under 2^48 µs: 8.9 years).
+const CALENDAR_ANCHOR_SHIFT: u32 = 48;
 
 impl Params {
     pub(crate) fn parts(self) -> (AlgorithmKind, u64, u64) {
@@ -93,7 +97,15 @@ impl Params {
             Self::Ban { after, within, ban } => {
                 (AlgorithmKind::Ban, within << BAN_AFTER_BITS | after, ban)
             }
-            Self::Calendar { quota, length } => (AlgorithmKind::Calendar, quota, length),
+            Self::Calendar {
+                quota,
+                length,
+                anchor,
+            } => (
+                AlgorithmKind::Calendar,
+                quota,
+                length | u64::from(anchor) << CALENDAR_ANCHOR_SHIFT,
+            ),
             #[cfg(feature = "calendar")]
             Self::Period {
                 quota, start, end, ..
@@ -126,7 +138,8 @@ impl Params {
             },
             AlgorithmKind::Calendar => Self::Calendar {
                 quota: a,
-                length: b,
+                length: b & ((1 << CALENDAR_ANCHOR_SHIFT) - 1),
+                anchor: u16::try_from(b >> CALENDAR_ANCHOR_SHIFT).unwrap_or(0),
             },
         }
     }
