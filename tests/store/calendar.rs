@@ -387,3 +387,70 @@ async fn each_principal_counts_from_its_own_anchor_on_every_store() {
     let servers = Servers(c.nodes().iter().collect());
     anchors(&cluster(&c.urls()), &servers, "cluster").await;
 }
+
+/// A customer upgraded mid-period gets its new quota at once, on every instance, counted
+/// against what the period has used (its own anchor kept).
+async fn upgrade(make: impl Fn() -> AnyStore, tag: &str) {
+    use ratekeeper_core::calendar::Anchor;
+    use ratekeeper_core::fleet::Fleet;
+    use ratekeeper_core::{Check, FailurePolicy, Limiter};
+    let month = Calendar::new(Period::Month, "Europe/Berlin").unwrap();
+    let name = format!("{tag}-upgrade");
+    // Two instances: each its own limit, fleet and limiter (on Redis, its own connection).
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let store = make();
+        let limit = Limit::calendar(&name, 3, month.clone()).unwrap();
+        let fleet = Fleet::new(store.clone(), [limit.clone()]);
+        fleet.sync().await.unwrap();
+        let run = tokio::spawn(fleet.clone().run(Duration::from_millis(100)));
+        instances.push((limit, fleet, Limiter::new(store), run));
+    }
+    let customer = Principal::user("acme");
+    let anchor = Anchor::day(20).unwrap().at(8, 0).unwrap();
+    let admitted = |i: usize, n: usize| {
+        let (limit, _, limiter, _) = &instances[i];
+        let key = limit.key(customer.clone()).anchored(anchor);
+        async move {
+            let mut s = String::new();
+            for _ in 0..n {
+                let mut chain = Chain::new();
+                chain.push(Check::new(key.clone(), 1));
+                let answer = limiter.check(&chain, FailurePolicy::Closed).await;
+                s.push(if answer.is_allowed() { 'A' } else { 'D' });
+            }
+            s
+        }
+    };
+    assert_eq!(admitted(0, 4).await, "AAAD", "{tag}: the plan's 3");
+    instances[0]
+        .1
+        .set_override(&name, &customer, 5)
+        .await
+        .unwrap();
+    // Applied by the other instance within its next read (a notice, or 100 ms).
+    let started = std::time::Instant::now();
+    while instances[1].0.overrides().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{tag}: not applied"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // 3 used of 5: two more, on the other instance, in the same period.
+    assert_eq!(admitted(1, 3).await, "AAD", "{tag}: the new quota at once");
+    assert_eq!(admitted(0, 1).await, "D", "{tag}");
+    for (.., run) in instances {
+        run.abort();
+    }
+}
+
+#[tokio::test]
+async fn an_upgrade_mid_period_applies_at_once_on_every_store() {
+    let memory = MemoryStore::new();
+    upgrade(|| AnyStore::Memory(memory.clone()), "mem").await;
+    let server = RedisServer::start();
+    upgrade(|| standalone(&server.url()), "redis").await;
+    let c = RedisCluster::start();
+    upgrade(|| cluster(&c.urls()), "cluster").await;
+}
