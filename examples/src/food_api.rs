@@ -15,6 +15,14 @@
 //! | `POST /support` | 5 / hour | 20 / hour | 503: writes data |
 //! | `POST /webhooks/billing` | — | 600 / min | allow: a dropped payment event is worse than a duplicate |
 //! | `POST /curation/suggest`, `/curation/classify` | model budget: 50 / day per user | — | 503: spends money |
+//! | `GET /usage` | 30 / min | 300 / min | 503: the store is the answer |
+//!
+//! **The plan** (beyond the scenario's design document): each account (its bearer token,
+//! the API key a customer is sold) has a quota per calendar month, 10 000 calls renewed
+//! on its billing day ([`Plans`]): every guarded route above charges it after its own
+//! limits, the curation routes with the model budget, and the customer's catalogue sync
+//! (a background job, [`sync_catalogue`]) by the products it sends. `GET /usage` shows
+//! what the current period used, what is left and when it renews.
 //!
 //! The minute limit is checked before the day limit, in order: a client hammering the
 //! route while refused by the minute limit does not burn its daily allowance. The model
@@ -33,15 +41,20 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ratekeeper_axum::{HandlerLimiter, client_ip};
 use ratekeeper_core::budget::{Budget, Spender};
-use ratekeeper_core::{AnyStore, ConfigError, FailurePolicy, Limit, Limiter};
+use ratekeeper_core::{AnyStore, Check, ConfigError, FailurePolicy, Limit, Limiter};
 use ratekeeper_tower::extract::{Bearer, ClientIp, KeyExtractor};
 use ratekeeper_tower::{Answering, EXPOSED_HEADERS, ProblemResponder, RateLimitLayer, Rule};
 use tower_http::cors::{Any, CorsLayer};
+
+mod plan;
+
+pub use plan::{Plans, sync_catalogue};
 
 #[derive(Clone)]
 struct FoodState {
     limiter: HandlerLimiter,
     model: Budget,
+    plans: Plans,
 }
 
 impl axum::extract::FromRef<FoodState> for HandlerLimiter {
@@ -65,12 +78,13 @@ pub async fn resolve_ingredients(limiter: &Limiter<AnyStore>, budget: &Budget) -
 }
 
 async fn curate(State(s): State<FoodState>, parts: Parts) -> Response {
-    let user = match Bearer::new().extract(&parts) {
-        Ok(p) => p.value().to_owned(),
+    let (user, plan) = match Bearer::new().extract(&parts) {
+        Ok(p) => (p.value().to_owned(), s.plans.key_for(p)),
         // Answered as the limiter answers: problem details.
         Err(r) => return s.limiter.refuse(r.into(), &parts.headers).into_response(),
     };
-    let chain = s.model.chain(&Spender::user(user), 1);
+    let mut chain = s.model.chain(&Spender::user(user), 1);
+    chain.push(Check::new(plan, 1));
     match s
         .limiter
         .check_for(&chain, FailurePolicy::Closed, &parts.headers)
@@ -81,8 +95,15 @@ async fn curate(State(s): State<FoodState>, parts: Parts) -> Response {
     }
 }
 
-/// The example's router over `store`, with its model budget (shared with the job).
+/// The example's router over `store`, with its model budget (shared with the job) and the
+/// standard plans ([`Plans::standard`]).
 pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigError> {
+    app_with_plans(store, model, Plans::standard()?)
+}
+
+/// The example's router over `store`, with its model budget and `plans` (shared with the
+/// catalogue sync).
+pub fn app_with_plans(store: AnyStore, model: Budget, plans: Plans) -> Result<Router, ConfigError> {
     let limiter = Limiter::builder(store).name("food-api").build()?;
     let [minute, hour, day] = [60, 3_600, 86_400].map(Duration::from_secs);
     let ip: ClientIp = client_ip();
@@ -106,7 +127,8 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
                     ip.clone(),
                 )
                 .on_store_error(policy),
-            ))
+            )
+            .rule(plans.rule(policy)))
     };
     let products = two_keys("products", 120, 600, minute, FailurePolicy::Open)?;
     let search = two_keys("search", 60, 300, minute, FailurePolicy::Open)?;
@@ -114,15 +136,13 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
     let contributions = two_keys("contributions", 20, 100, minute, FailurePolicy::Closed)?;
     let support = two_keys("support", 5, 20, hour, FailurePolicy::Closed)?;
     let captures = captures(&limiter, &answering, &ip, minute, day)?;
-    let webhooks = RateLimitLayer::new(limiter.clone())
-        .answering(answering.clone())
-        .rule(
-            Rule::new(Limit::fixed_window("webhooks-ip", 600, minute)?, ip)
-                .on_store_error(FailurePolicy::Open),
-        );
+    let captures = captures.rule(plans.rule(FailurePolicy::Closed));
+    let usage = plan::usage_layer(&limiter, &answering, &ip)?;
+    let webhooks = webhooks(&limiter, &answering, ip)?;
     let state = FoodState {
         limiter: HandlerLimiter::new(limiter).answering(answering),
         model,
+        plans,
     };
     Ok(Router::new()
         .route(
@@ -153,6 +173,7 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
             "/webhooks/billing",
             post(|| async { "{\"ok\":true}" }).route_layer(webhooks),
         )
+        .route("/usage", get(plan::usage).route_layer(usage))
         .route("/curation/suggest", post(curate))
         .route("/curation/classify", post(curate))
         .with_state(state)
@@ -160,6 +181,22 @@ pub fn app_with_store(store: AnyStore, model: Budget) -> Result<Router, ConfigEr
             CorsLayer::new()
                 .allow_origin(Any)
                 .expose_headers(EXPOSED_HEADERS),
+        ))
+}
+
+/// Billing webhooks: per IP only (the payment provider's), and let through when the store
+/// is down (a dropped payment event is worse than a duplicate).
+fn webhooks(
+    limiter: &Limiter,
+    answering: &Answering,
+    ip: ClientIp,
+) -> Result<RateLimitLayer, ConfigError> {
+    let minute = Duration::from_secs(60);
+    Ok(RateLimitLayer::new(limiter.clone())
+        .answering(answering.clone())
+        .rule(
+            Rule::new(Limit::fixed_window("webhooks-ip", 600, minute)?, ip)
+                .on_store_error(FailurePolicy::Open),
         ))
 }
 

@@ -86,7 +86,7 @@ impl Key {
     }
 
     /// The calendar a calendar quota's key counts periods by.
-    #[cfg(all(feature = "calendar", feature = "redis"))]
+    #[cfg(feature = "calendar")]
     pub(crate) fn calendar(&self) -> Option<crate::limit::calendar::Calendar> {
         self.limit.calendar_for(self.params())
     }

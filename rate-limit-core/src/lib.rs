@@ -123,6 +123,7 @@ pub mod pace {
 #[cfg_attr(docsrs, doc(cfg(feature = "calendar")))]
 pub mod calendar {
     pub use crate::limit::calendar::{Anchor, Calendar, Period, PeriodSpan};
+    pub use crate::protocol::usage::Usage;
     pub use jiff::Timestamp;
     pub use jiff::civil::Weekday;
 }

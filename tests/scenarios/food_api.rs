@@ -176,3 +176,115 @@ async fn each_route_keeps_the_policy_written_beside_it() {
         assert_eq!(r.status(), want, "{path}");
     }
 }
+
+/// The plan: one quota per account per calendar month, from its billing day, charged by
+/// every route and by the customer's catalogue sync; `GET /usage` shows it over TCP.
+async fn plan(store: AnyStore) {
+    use ratekeeper_core::calendar::{Anchor, Calendar, Period, Timestamp};
+    use ratekeeper_examples::food_api::{Plans, app_with_plans, sync_catalogue};
+    let anchor = Anchor::day(20).unwrap().at(8, 0).unwrap();
+    let plans = Plans::new(20, [("erin", anchor)]).unwrap();
+    let app = app_with_plans(store.clone(), model_budget().unwrap(), plans.clone()).unwrap();
+    let server = Server::start(app).await.unwrap();
+    let http = client();
+    let bearer = |r: reqwest::RequestBuilder| r.header("authorization", "Bearer erin");
+    for _ in 0..5 {
+        let r = bearer(http.get(server.url("/search")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    for _ in 0..2 {
+        let r = bearer(http.post(server.url("/curation/suggest")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let limiter = Limiter::new(store.clone());
+    assert!(sync_catalogue(&limiter, &plans, "erin", 3).await);
+    let usage = || async {
+        let r = bearer(http.get(server.url("/usage"))).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        serde_json::from_str::<serde_json::Value>(&r.text().await.unwrap()).unwrap()
+    };
+    let u = usage().await;
+    assert_eq!(
+        (u["quota"].as_u64(), u["used"].as_u64()),
+        (Some(20), Some(10)),
+        "{u}"
+    );
+    assert_eq!(u["remaining"], 10, "{u}");
+    // Erin's month renews on the 20th at 08:00 UTC.
+    let month = Calendar::new(Period::Month, "UTC")
+        .unwrap()
+        .anchored(anchor);
+    let span = month.span(Timestamp::now());
+    let renews: Timestamp = u["renews_at"].as_str().unwrap().parse().unwrap();
+    assert_eq!(renews, span.end(), "{u}");
+    let starts: Timestamp = u["period_start"].as_str().unwrap().parse().unwrap();
+    assert_eq!(starts, span.start(), "{u}");
+
+    // Used up by the sync: every route refuses, naming the plan, until the boundary.
+    assert!(sync_catalogue(&limiter, &plans, "erin", 10).await);
+    assert!(!sync_catalogue(&limiter, &plans, "erin", 1).await);
+    let r = bearer(http.get(server.url("/search")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait = i64::try_from(retry_after(&r)).unwrap();
+    let to_end = span.end().as_second() - Timestamp::now().as_second();
+    assert!(
+        (to_end - 2..=to_end + 2).contains(&wait),
+        "{wait} s, the month ends in {to_end} s"
+    );
+    let body = r.text().await.unwrap();
+    assert!(body.contains("\"violated-policies\":[\"plan\"]"), "{body}");
+    // Reading the usage charges nothing.
+    let u = usage().await;
+    assert_eq!(
+        (u["used"].as_u64(), u["remaining"].as_u64()),
+        (Some(20), Some(0)),
+        "{u}"
+    );
+    // Another customer's plan is its own, from the 1st.
+    let r = http
+        .get(server.url("/usage"))
+        .header("authorization", "Bearer gail")
+        .send()
+        .await
+        .unwrap();
+    let g: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(
+        (g["used"].as_u64(), g["remaining"].as_u64()),
+        (Some(0), Some(20)),
+        "{g}"
+    );
+    let first = Calendar::new(Period::Month, "UTC")
+        .unwrap()
+        .span(Timestamp::now());
+    assert_eq!(
+        g["renews_at"]
+            .as_str()
+            .unwrap()
+            .parse::<Timestamp>()
+            .unwrap(),
+        first.end()
+    );
+    // No bearer: 401, as every route of the API.
+    let r = http.get(server.url("/usage")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn the_plan_is_charged_everywhere_and_usage_shows_it_on_memory() {
+    plan(AnyStore::Memory(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn the_plan_is_charged_everywhere_and_usage_shows_it_on_redis() {
+    let server = RedisServer::start();
+    plan(server.store()).await;
+}

@@ -215,7 +215,7 @@ impl Limit {
 
     /// The calendar a calendar quota's key with `params` counts by: the limit's, from the
     /// key's own anchor when it has one.
-    #[cfg(all(feature = "calendar", feature = "redis"))]
+    #[cfg(feature = "calendar")]
     pub(crate) fn calendar_for(&self, params: Params) -> Option<super::calendar::Calendar> {
         let c = self.inner.calendar.as_ref()?;
         match params {

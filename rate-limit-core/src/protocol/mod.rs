@@ -24,6 +24,8 @@ pub(crate) mod pace;
 mod reservation;
 mod shared;
 mod slots;
+#[cfg(feature = "calendar")]
+pub(crate) mod usage;
 
 pub use ban::Banned;
 pub use decision::{ChainDecision, Decision, Outcome};
