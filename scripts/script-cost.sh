@@ -21,7 +21,8 @@
 #
 # ALGO picks the chain script's algorithm: 1 fixed window (default), 2 sliding window,
 # 3 sliding log, 4 token bucket (one a minute's quota of 1 000 000 each); 5 one chain of
-# two fixed windows (a user, then its address).
+# two fixed windows (a user, then its address); 6 a calendar quota of a UTC day (its two
+# candidate periods' keys, chain.lua only; its minimal form is ALGO=1's floor).
 #
 # Keys are drawn from 300, so after the warm-up every key holds state of the current
 # window (the steady state of a busy limiter). Prints instructions per call; the profile
@@ -105,6 +106,7 @@ import itertools, time
 serial = itertools.count()
 # A minute's quota of 1 000 000: a window of 60 s, or a bucket refilling one every 60 us.
 window = 60 if algo == 4 else 60000000
+DAY = 86400000000
 rnd = random.Random(1)
 def resp(parts):
     return b''.join([b'*%d\r\n' % len(parts)] + [b'$%d\r\n%s\r\n' % (len(p), p) for p in parts])
@@ -145,6 +147,9 @@ def call():
     # the windows of T - w/4 and the next, a sliding window also the one before.
     t = int(time.time() * 1000000)
     def named(base, a, w):
+        if a == 6:
+            first = (t - DAY // 4) // DAY
+            return [b'%s:%d' % (base, first), b'%s:%d' % (base, first + 1)]
         if mode != 'windows' or a not in (1, 2):
             return [base]
         first = (t - w // 4) // w
@@ -160,6 +165,10 @@ def call():
     keys = [k for _ in range(chains) for k in named(b'k:%d' % rnd.randrange(300), algo, window)]
     head[1] = chains
     nums = head + [0, 1, algo, 1000000, window, 1] * chains
+    if algo == 6:
+        # A UTC day: both candidates 86 400 s long, their boundary the day after T - 6 h's.
+        end = ((t - DAY // 4) // DAY + 1) * DAY
+        nums = head + [0, 1, 6 + 16 * (86400 + (86400 << 22)), 1000000, end, 1] * chains
     if mode in ('doubles', 'windows'):
         args = [b''.join(struct.pack('<d', n) for n in nums)]
     else:

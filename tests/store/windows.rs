@@ -105,7 +105,8 @@ fn call(server: &RedisServer, script: &str, keys: &[String], nums: &[u64]) -> Ve
 
 /// `window.lua`, the fast script for in-order chains of windows, logs and buckets, decides
 /// as `chain.lua` does: the same calls (one to three chains of one to three fixed windows,
-/// sliding windows, sliding logs or token buckets, costs from 0 to 3, quotas from 1 to 6, three
+/// sliding windows, sliding logs, token buckets or calendar quotas of a day, costs from 0
+/// to 3, quotas from 1 to 6, three
 /// principals, so chains of one call share keys) on keys of their own answer the same
 /// outcomes, limits, remaining units and windows, and leave the same counts (a bucket's
 /// time, which starts from each call's own clock, within a second).
@@ -133,8 +134,21 @@ fn the_fast_script_decides_as_the_chain_script() {
             let n = 1 + next(3);
             nums.extend([0, n]);
             for _ in 0..n {
-                let (algo, user) = ([1, 2, 3, 4][next(4) as usize], next(3));
+                let (algo, user) = ([1, 2, 3, 4, 6][next(5) as usize], next(3));
                 let (quota, cost) = (1 + next(6), next(4));
+                if algo == 6 {
+                    // A calendar quota of a UTC day: the candidates of T less six hours
+                    // and the next, each 86 400 s (the instance's periods.rs names them).
+                    let day = 86_400_000_000u64;
+                    let a = (t - day / 4) / day;
+                    let code = 6 + 16 * (86_400 + (86_400 << 22));
+                    nums.extend([code, quota, (a + 1) * day, cost]);
+                    names.push(vec![
+                        format!("{{u{user}}}:l6:{a}"),
+                        format!("{{u{user}}}:l6:{}", a + 1),
+                    ]);
+                    continue;
+                }
                 if algo == 4 {
                     // An emission interval of 10 minutes: nothing comes back in the test.
                     nums.extend([algo, quota, 600_000_000, cost]);

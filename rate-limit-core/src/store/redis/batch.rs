@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use super::conn::Conn;
 use super::error::{bad_answer, refused_chain, store_error};
 use super::periods::{self, Cal, Periods};
-use super::script::{BUCKET, FIXED, LOG, SLIDING};
+use super::script::{BUCKET, FIXED, LOG, PERIOD, SLIDING};
 use super::script::{
     CHAIN_LUA, Grants, Invocation, ScriptMode, WINDOW_LUA, decode, head, push_chain,
 };
@@ -399,13 +399,14 @@ async fn one_call(
 }
 
 /// Whether a chain is of the shape `window.lua` answers: in order, every check a fixed
-/// window, a sliding window, a sliding log or a token bucket with a window or interval, no
-/// lease asked.
+/// window, a sliding window, a sliding log or a token bucket with a window or interval, or
+/// a calendar quota (its numbers as `push_lease` made them: the candidates are written
+/// later), no lease asked.
 fn common_shape(mode: ScriptMode, checks: &[u64]) -> bool {
     mode == ScriptMode::InOrder
         && checks
             .chunks_exact(4)
-            .all(|c| matches!(c[0], FIXED | SLIDING | LOG | BUCKET) && c[2] > 0)
+            .all(|c| c[0] == PERIOD || (matches!(c[0], FIXED | SLIDING | LOG | BUCKET) && c[2] > 0))
 }
 
 /// Why a call answered no chain: the same error for each.

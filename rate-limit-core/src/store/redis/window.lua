@@ -1,5 +1,5 @@
 -- rate-limit: the common shape, fast: chains in order and all or nothing (mode 0) of fixed
--- windows, sliding windows, sliding logs and token buckets, no lease asked. The same
+-- windows, sliding windows, sliding logs, token buckets and calendar quotas, no lease asked. The same
 -- arguments and answer as chain.lua, and the same decisions (its `fixed`, `sliding`, `log`
 -- and `bucket` steps in one function); chain.lua answers every other shape. Few functions
 -- and tables a call: in a script each `local function` is a closure made again on every
@@ -9,11 +9,13 @@
 --
 -- KEYS     per check: a fixed window's two (the windows of T' and the next), a sliding
 --          window's three (the windows before T', of T' and the next), T' = T - window / 4
---          (whole numbers); a log's or a bucket's one
+--          (whole numbers); a calendar quota's two (its candidate periods, periods.rs); a
+--          log's or a bucket's one
 -- ARGV[1]  little-endian doubles: slack (ms), the number of chains, T (the instance's
 --          estimate of the server's time, us); per chain: mode (0), n, then per check:
---          algorithm (1 fixed, 2 sliding, 3 log, 4 bucket), quota or capacity, window or
---          emission interval (us), cost
+--          algorithm (1 fixed, 2 sliding, 3 log, 4 bucket; a calendar quota: 6 + 16 × (a +
+--          2^22 × b), its candidates' lengths in s), quota or capacity, window or emission
+--          interval (us) or the candidates' boundary (us), cost
 -- Returns  as chain.lua: now, chains, then per chain 0, n and six numbers per evaluated
 --          check (outcome, limit, remaining, reset, retry, window), or 2, 0 for a chain
 --          whose window no key named (it charged nothing)
@@ -61,8 +63,8 @@ local LIB   -- log.lua's functions, made at the call's first log
 -- order and all or nothing), written at out[o6 + 1 ..]: a window `win` holding `curr`,
 -- after `prev`; or a bucket of capacity q, emission interval w, whose state is `curr` (its
 -- theoretical arrival time, 0 for none); or a log whose key is `win`, holding `curr` units
--- of which this call charged `prev`. Returns the outcome (0 allowed) and a bucket's or a
--- log's state after it.
+-- of which this call charged `prev`; or a calendar period ending at `win`, `prev` long,
+-- holding `curr`. Returns the outcome (0 allowed) and a bucket's or a log's state after it.
 local function decide(o6, algo, q, w, win, curr, prev, cost)
   local fits, remaining, reset, retry, after
   if algo == 2 then
@@ -133,7 +135,8 @@ local function decide(o6, algo, q, w, win, curr, prev, cost)
     reset, retry, w = after - now, new_tat - full_at, span
     if retry < 0 then retry = 0 end
   else
-    local ending = (win + 1) * w - now
+    local ending
+    if algo == 6 then ending, w = win - now, prev else ending = (win + 1) * w - now end
     fits = cost <= q and curr + cost <= q
     after = curr
     if fits and cost > 0 then after = curr + cost end
@@ -190,6 +193,8 @@ for c = 1, A[2] do
     local p = a + 2 + (i - 1) * 4
     local algo, q, w, cost = A[p + 1], A[p + 2], A[p + 3], A[p + 4]
     local s6 = (i - 1) * 7
+    local code = algo
+    if algo > 15 then algo = algo % 16 end   -- a calendar quota: its lengths above
     local o, after
     if algo == 3 then
       local name = KEYS[kk + 1]
@@ -223,17 +228,33 @@ for c = 1, A[2] do
       seen[s6 + 5], seen[s6 + 6], seen[s6 + 7] = after, 0, false
       if o == 0 and cost > 0 and after ~= mineat then mine[name], pend[name] = c, after end
     else
-      -- Whole-number division below 2^53 (as chain.lua's idiv): `%`, then its rounding
-      -- fixed.
-      local win = (now - now % w) / w
-      if win * w > now then win = win - 1 elseif (win + 1) * w <= now then win = win + 1 end
-      local at = T - (w - w % 4) / 4
-      local first = (at - at % w) / w
-      if first * w > at then first = first - 1 elseif (first + 1) * w <= at then first = first + 1 end
-      local off = win - first
-      if off < 0 or off > 1 then moved = true break end
+      local win, off, plen
+      if algo == 6 then
+        -- The period TIME falls in: the one ending at the boundary `w`, or the next; `prev`
+        -- carries its length, `win` its end.
+        local lens = (code - 6) / 16
+        local b = (lens - lens % 4194304) / 4194304
+        local s, e = w - (lens - b * 4194304) * 1000000, w
+        off = 0
+        if now >= w then off, s, e = 1, w, w + b * 1000000 end
+        if now < s or now >= e then moved = true break end
+        win, plen = e, e - s
+      else
+        -- Whole-number division below 2^53 (as chain.lua's idiv): `%`, then its rounding
+        -- fixed.
+        win = (now - now % w) / w
+        if win * w > now then win = win - 1 elseif (win + 1) * w <= now then win = win + 1 end
+        local at = T - (w - w % 4) / 4
+        local first = (at - at % w) / w
+        if first * w > at then first = first - 1 elseif (first + 1) * w <= at then first = first + 1 end
+        off = win - first
+        if off < 0 or off > 1 then moved = true break end
+      end
       local name, prevname, prev, life = nil, false, 0, nil
-      if algo == 2 then
+      if algo == 6 then
+        name = KEYS[kk + 1 + off]
+        kk, life, prev = kk + 2, win, plen
+      elseif algo == 2 then
         -- A hash: `c` the window's count, `p` the previous window's, copied when the key
         -- was made (the previous window's key is deleted then). No `p`: this check makes
         -- the key, and reads the previous window's count from its key.
@@ -250,21 +271,21 @@ for c = 1, A[2] do
       end
       -- Charged first: INCRBY answers the count before it too (the chains before this
       -- one included); a refusal takes it back. A cost that never fits, or none, reads.
-      local curr, charged = 0, false
+      local curr, charged, hash = 0, false, algo == 2
       if cost > 0 and cost <= q then
         local units = '1'   -- the usual cost, written without a `format` call
         if cost ~= 1 then units = fmt('%d', cost) end
         local r
-        if algo == 1 then r = redis.pcall('INCRBY', name, units)
+        if not hash then r = redis.pcall('INCRBY', name, units)
         else r = redis.pcall('HINCRBY', name, 'c', units) end
         if type(r) == 'number' and r >= cost then
           curr = r - cost
         elseif type(r) == 'table' and string.find(r.err or '', 'OOM', 1, true) then
           -- At the memory cap the first write is refused, so nothing was written: raised
           -- again by `call`, as Redis words it for every script.
-          if algo == 1 then redis.call('INCRBY', name, units)
+          if not hash then redis.call('INCRBY', name, units)
           else redis.call('HINCRBY', name, 'c', units) end
-        elseif algo == 1 then
+        elseif not hash then
           -- Not a count (corrupt data, another type): no state; written whole.
           redis.call('SET', name, units, 'PX', math.max(math.ceil((life - now) / 1000), 1) + slack)
         else
@@ -273,7 +294,7 @@ for c = 1, A[2] do
           if not prevname then prevname, prev = KEYS[kk - 2 + off], 0 end
         end
         charged = true
-      elseif algo == 1 then
+      elseif not hash then
         curr = stored(name, nil, 0)
       else
         curr = stored(name, 'c', 0)
@@ -296,15 +317,15 @@ for c = 1, A[2] do
     -- nothing after the refusal is kept.
     for i = 1, refused - 1 do
       local p, s6 = a + 2 + (i - 1) * 4, (i - 1) * 7
-      decide(head + 2 + (i - 1) * 6, A[p + 1], A[p + 2], A[p + 3], seen[s6 + 1], seen[s6 + 3],
-             seen[s6 + 6], 0)
+      decide(head + 2 + (i - 1) * 6, A[p + 1] % 16, A[p + 2], A[p + 3], seen[s6 + 1],
+             seen[s6 + 3], seen[s6 + 6], 0)
     end
     for j = #out, head + 2 + refused * 6 + 1, -1 do out[j] = nil end
     out[head + 2] = refused
   else
     for i = 1, n do
       local s6 = (i - 1) * 7
-      local algo = A[a + 2 + (i - 1) * 4 + 1]
+      local algo = A[a + 2 + (i - 1) * 4 + 1] % 16
       if algo == 4 or algo == 3 then
         -- A bucket's new time, a log's units, written once at the end of the call.
         local name = seen[s6 + 2]
@@ -312,9 +333,9 @@ for c = 1, A[2] do
           if algo == 3 then ladded[name] = ladded[name] + pend[name] - tats[name] end
           tats[name], dirty[name] = pend[name], algo
         end
-      elseif seen[s6 + 4] and (seen[s6 + 7] or (seen[s6 + 3] == 0 and A[a + 3 + (i - 1) * 4] == 1)) then
-        -- A key this admitted chain made gets its expiry (the window's end, plus slack); a
-        -- sliding window's, the previous window's count, whose key then goes.
+      elseif seen[s6 + 4] and (seen[s6 + 7] or (seen[s6 + 3] == 0 and algo ~= 2)) then
+        -- A key this admitted chain made gets its expiry (the window's or the period's end,
+        -- plus slack); a sliding window's, the previous window's count, whose key then goes.
         local name = seen[s6 + 2]
         if seen[s6 + 7] then
           redis.call('HSET', name, 'p', fmt('%d', seen[s6 + 6]))
@@ -329,18 +350,18 @@ for c = 1, A[2] do
   -- Refused or moved: every charge this chain made is taken back, the last first; a key it
   -- made (nothing counted before) is deleted.
   for i = reached, 1, -1 do
-    local s6, algo = (i - 1) * 7, A[a + 3 + (i - 1) * 4]
+    local s6, algo = (i - 1) * 7, A[a + 3 + (i - 1) * 4] % 16
     if seen[s6 + 4] then
       local name, back = seen[s6 + 2], fmt('%d', -A[a + 2 + (i - 1) * 4 + 4])
-      if seen[s6 + 7] or (algo == 1 and seen[s6 + 3] == 0) then redis.call('DEL', name)
+      if seen[s6 + 7] or (algo ~= 2 and seen[s6 + 3] == 0) then redis.call('DEL', name)
       elseif algo == 2 then redis.call('HINCRBY', name, 'c', back)
       else redis.call('INCRBY', name, back) end
     end
   end
   -- The next chain's keys: after every key of this one, reached or not.
   for i = 1, n do
-    local algo = A[a + 2 + (i - 1) * 4 + 1]
-    if algo == 2 then k = k + 3 elseif algo == 1 then k = k + 2 else k = k + 1 end
+    local algo = A[a + 2 + (i - 1) * 4 + 1] % 16
+    if algo == 2 then k = k + 3 elseif algo == 1 or algo == 6 then k = k + 2 else k = k + 1 end
   end
   a = a + 2 + n * 4
 end
