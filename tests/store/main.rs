@@ -9,6 +9,7 @@ mod cancel;
 mod coalesce;
 mod compat;
 mod conformance;
+mod conformance_bans;
 mod deny_cache;
 mod dragonfly;
 mod exactness;

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::SWEEP_EVERY;
 use super::deny::DenyCache;
+use super::groups::{Charged, Granted, uncharge};
 use super::keys;
 use super::lease::{self, Leftover, Take, Taking, Units};
 use super::periods;
@@ -463,45 +464,4 @@ struct Split {
     extras: Vec<u64>,
     /// Units this process holds of each remote check's key.
     holding: Vec<u64>,
-}
-
-/// A slot group already charged in this call, kept to refund it if a later group refuses
-/// or fails.
-struct Charged {
-    /// The group's checks.
-    range: Range<usize>,
-    /// The server time it was charged at.
-    at: u64,
-    /// Its arguments, as charged (a lease's grant included).
-    args: Vec<u64>,
-}
-
-/// Units a check's lease was granted in a call.
-#[derive(Debug, Clone, Copy)]
-struct Granted {
-    /// The check's position in the chain.
-    index: usize,
-    units: u64,
-    /// The server time of the grant.
-    at: u64,
-}
-
-/// Reports the checks of groups given back as uncharged: what each charged (a lease's grant
-/// too) is back.
-fn uncharge(
-    decisions: &mut [Decision],
-    charged: &[Charged],
-    granted: &[Granted],
-    checks: &[Check],
-) {
-    for c in charged {
-        for (i, d) in decisions[c.range.clone()].iter_mut().enumerate() {
-            let at = c.range.start + i;
-            let grant = granted
-                .iter()
-                .find(|g| g.index == at)
-                .map_or(0, |g| g.units);
-            *d = d.plus_remaining(checks[at].cost().saturating_add(grant));
-        }
-    }
 }

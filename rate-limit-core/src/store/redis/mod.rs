@@ -25,6 +25,7 @@ mod dedupe;
 mod deny;
 mod error;
 mod fleet;
+mod groups;
 mod in_flight;
 mod keys;
 mod lease;
