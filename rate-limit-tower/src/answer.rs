@@ -43,7 +43,7 @@ pub(crate) struct Ctx {
     /// Whether the response keeps its [`RateLimitInfo`] (for an outer layer, or because the
     /// layer was told to).
     pub(crate) record: bool,
-    /// A gRPC call: refusals are gRPC statuses ([`crate::grpc`]).
+    /// A gRPC call: refusals are gRPC statuses ([`GrpcResponder`](crate::GrpcResponder)).
     pub(crate) grpc: bool,
 }
 

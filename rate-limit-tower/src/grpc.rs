@@ -1,25 +1,4 @@
-//! gRPC answers: a request whose `content-type` is `application/grpc` (or `+proto`, …) is
-//! answered as gRPC, never with an HTML redirect or a JSON body. Every refusal the layer
-//! makes is answered by [`GrpcResponder`], built from the [`Refusal`] (nothing rendered for
-//! HTTP is parsed back): a trailers-only response, HTTP 200, `content-type:
-//! application/grpc`, `grpc-status` and `grpc-message` in the headers, the rate-limit
-//! headers kept as response metadata, and for a refusal or an unavailable store a
-//! `google.rpc.RetryInfo` with the wait in `grpc-status-details-bin` (a `google.rpc.Status`,
-//! base64), and the same wait in `grpc-retry-pushback-ms` (what gRPC's retry policy reads:
-//! its clients wait that long before a retry, where they never read `RetryInfo`). An
-//! admitted call's own response gets the rate-limit headers as its metadata.
-//!
-//! `grpc-message` is the status's text and the refusal's stable code, `rate limit exceeded
-//! (limit.exceeded)`.
-//!
-//! | refusal's HTTP status | gRPC status |
-//! |---|---|
-//! | 429 (limited, banned, in flight, a held line full) | 8 `RESOURCE_EXHAUSTED`, with `RetryInfo` |
-//! | 503 (the store failed under a closed policy) | 14 `UNAVAILABLE`, with `RetryInfo` |
-//! | 401 (no credentials for the principal) | 16 `UNAUTHENTICATED` |
-//! | 400 (the principal cannot be named) | 3 `INVALID_ARGUMENT` |
-//! | 403 (a deny list, a ban answered 403) | 7 `PERMISSION_DENIED` |
-//! | 500 (an operator's error) | 13 `INTERNAL` |
+//! gRPC answers ([`GrpcResponder`]: the mapping is in its docs).
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
@@ -41,8 +20,31 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 }
 
 /// Answers a refused gRPC call with a trailers-only response, built from the
-/// [`Refusal`] itself (see [the module](self) for the mapping). The layer uses it for every
-/// gRPC call it refuses; a [`Responder`] of your own can hand it a refusal too.
+/// [`Refusal`] itself. The layer uses it for every gRPC call it refuses; a [`Responder`] of
+/// your own can hand it a refusal too.
+///
+/// gRPC answers: a request whose `content-type` is `application/grpc` (or `+proto`, …) is
+/// answered as gRPC, never with an HTML redirect or a JSON body. Every refusal the layer
+/// makes is answered by [`GrpcResponder`], built from the [`Refusal`] (nothing rendered for
+/// HTTP is parsed back): a trailers-only response, HTTP 200, `content-type:
+/// application/grpc`, `grpc-status` and `grpc-message` in the headers, the rate-limit
+/// headers kept as response metadata, and for a refusal or an unavailable store a
+/// `google.rpc.RetryInfo` with the wait in `grpc-status-details-bin` (a `google.rpc.Status`,
+/// base64), and the same wait in `grpc-retry-pushback-ms` (what gRPC's retry policy reads:
+/// its clients wait that long before a retry, where they never read `RetryInfo`). An
+/// admitted call's own response gets the rate-limit headers as its metadata.
+///
+/// `grpc-message` is the status's text and the refusal's stable code, `rate limit exceeded
+/// (limit.exceeded)`.
+///
+/// | refusal's HTTP status | gRPC status |
+/// |---|---|
+/// | 429 (limited, banned, in flight, a held line full) | 8 `RESOURCE_EXHAUSTED`, with `RetryInfo` |
+/// | 503 (the store failed under a closed policy) | 14 `UNAVAILABLE`, with `RetryInfo` |
+/// | 401 (no credentials for the principal) | 16 `UNAUTHENTICATED` |
+/// | 400 (the principal cannot be named) | 3 `INVALID_ARGUMENT` |
+/// | 403 (a deny list, a ban answered 403) | 7 `PERMISSION_DENIED` |
+/// | 500 (an operator's error) | 13 `INTERNAL` |
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrpcResponder;
 

@@ -110,21 +110,21 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod access;
-pub mod answer;
+mod answer;
 mod body;
 pub mod client;
 pub mod cost;
 mod count;
 pub mod extract;
 mod future;
-pub mod grpc;
+mod grpc;
 pub mod guide;
 pub mod headers;
 mod layer;
 mod meters;
 pub mod metrics;
 mod nesting;
-pub mod refusal;
+mod refusal;
 mod response;
 mod rule;
 mod service;

@@ -1,24 +1,4 @@
-//! [`Refusal`]: every answer the layer makes itself, decided once, in one type.
-//!
-//! The layer (and the axum crate's in-handler limiter) decides *what happened* into a
-//! [`Refusal`]; a [`Responder`](crate::Responder) turns it into a response. Every refusal
-//! has a [`RefusalKind`], an HTTP status, a stable [`code`](Refusal::code), a message for
-//! people, and where it applies the wait and the refusing limit:
-//!
-//! | kind | status | code | wait |
-//! |---|---|---|---|
-//! | [`Limited`](RefusalKind::Limited) | 429 | `limit.exceeded` | the limit's |
-//! | [`TooCostly`](RefusalKind::TooCostly) | 429 | `limit.cost_too_high` | none: waiting cannot help |
-//! | [`Banned`](RefusalKind::Banned) | 429 or 403 ([`BanAnswer`](crate::BanAnswer)) | `ban.active` | the ban's rest (429 only) |
-//! | [`InFlight`](RefusalKind::InFlight) | 429 | `in_flight.full` | an estimate |
-//! | [`LineFull`](RefusalKind::LineFull) | 429 | `delay.line_full` | the delay it could not wait |
-//! | [`Denied`](RefusalKind::Denied) | 403 | `access.denied` | none |
-//! | [`NoPrincipal`](RefusalKind::NoPrincipal) | 400, 401 (or 500) | the extractor's ([`Rejection::code`]) | none |
-//! | [`Unavailable`](RefusalKind::Unavailable) | 503 | `store.unavailable` | the limiter's cool-down |
-//!
-//! The layer then adds what every refusal of that kind carries whatever the responder:
-//! `Retry-After` (the wait, jitter included), the rate-limit headers of the refusing chain,
-//! `WWW-Authenticate` for a 401, CORS exposure, and [`RateLimitInfo`] in the extensions.
+//! [`Refusal`]: every answer the layer makes itself (its docs say how).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -52,7 +32,27 @@ pub enum RefusalKind {
     Unavailable,
 }
 
-/// One refusal, decided once: see [the module](self).
+/// One refusal: every answer the layer makes itself, decided once, in one type.
+///
+/// The layer (and the axum crate's in-handler limiter) decides *what happened* into a
+/// [`Refusal`]; a [`Responder`](crate::Responder) turns it into a response. Every refusal
+/// has a [`RefusalKind`], an HTTP status, a stable [`code`](Refusal::code), a message for
+/// people, and where it applies the wait and the refusing limit:
+///
+/// | kind | status | code | wait |
+/// |---|---|---|---|
+/// | [`Limited`](RefusalKind::Limited) | 429 | `limit.exceeded` | the limit's |
+/// | [`TooCostly`](RefusalKind::TooCostly) | 429 | `limit.cost_too_high` | none: waiting cannot help |
+/// | [`Banned`](RefusalKind::Banned) | 429 or 403 ([`BanAnswer`](crate::BanAnswer)) | `ban.active` | the ban's rest (429 only) |
+/// | [`InFlight`](RefusalKind::InFlight) | 429 | `in_flight.full` | an estimate |
+/// | [`LineFull`](RefusalKind::LineFull) | 429 | `delay.line_full` | the delay it could not wait |
+/// | [`Denied`](RefusalKind::Denied) | 403 | `access.denied` | none |
+/// | [`NoPrincipal`](RefusalKind::NoPrincipal) | 400, 401 (or 500) | the extractor's ([`Rejection::code`]) | none |
+/// | [`Unavailable`](RefusalKind::Unavailable) | 503 | `store.unavailable` | the limiter's cool-down |
+///
+/// The layer then adds what every refusal of that kind carries whatever the responder:
+/// `Retry-After` (the wait, jitter included), the rate-limit headers of the refusing chain,
+/// `WWW-Authenticate` for a 401, CORS exposure, and [`RateLimitInfo`] in the extensions.
 #[derive(Debug, Clone)]
 pub struct Refusal {
     kind: RefusalKind,
@@ -156,12 +156,12 @@ impl Refusal {
     }
 
     /// The HTTP status of this refusal's kind (a gRPC call is answered with the status
-    /// it maps to: see [`grpc`](crate::grpc)).
+    /// it maps to: see [`GrpcResponder`](crate::GrpcResponder)).
     pub fn status(&self) -> StatusCode {
         self.status
     }
 
-    /// The stable code (the table in [the module](self)).
+    /// The stable code (the table in [`Refusal`]'s docs).
     pub fn code(&self) -> &'static str {
         self.code
     }

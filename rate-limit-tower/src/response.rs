@@ -1,5 +1,5 @@
 //! Responders: a [`Refusal`] into a response. JSON (the default) and problem+json here;
-//! gRPC in [`crate::grpc`]; the browser redirect in [`RedirectResponder`].
+//! gRPC in [`GrpcResponder`](crate::GrpcResponder); the browser redirect in [`RedirectResponder`].
 
 use std::fmt;
 
@@ -15,7 +15,7 @@ use crate::refusal::{Refusal, RefusalKind};
 /// Called for every answer the layer (or the in-handler limiter) makes itself: 429, 403,
 /// 400, 401, 503. The layer then adds what every refusal carries whatever the body:
 /// `Retry-After`, the rate-limit headers, `WWW-Authenticate` for a 401, CORS exposure. A
-/// gRPC call is answered by [`GrpcResponder`](crate::grpc::GrpcResponder) and a refused
+/// gRPC call is answered by [`GrpcResponder`](crate::GrpcResponder) and a refused
 /// browser sent to the friendly page by [`RedirectResponder`] (when
 /// [`Answering::redirect_browsers`](crate::Answering::redirect_browsers) is set) before this
 /// responder is asked: a gRPC client cannot read an HTTP body, and a page load wants a page.

@@ -19,7 +19,7 @@
 //! by default; the pacer's own bound too), every time computed from its numbers saturates;
 //! a header that does not parse is ignored, never a wait. Callers of one scope are served
 //! in the order they asked, each waiting for its own slot. A gRPC refusal sent after a response body (in trailers) is not seen: tonic and our
-//! own [`GrpcResponder`](crate::grpc::GrpcResponder) refuse in the headers
+//! own [`GrpcResponder`](crate::GrpcResponder) refuse in the headers
 //! ("trailers-only").
 //!
 //! **One pace for a fleet**: the scope's rate, its next slot and its pause live in the
