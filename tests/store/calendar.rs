@@ -216,11 +216,7 @@ async fn a_day_restarts_at_its_boundary_on_a_cluster() {
 async fn an_instance_two_days_off_the_servers_clock_counts_in_the_servers_day() {
     for offset in ["+2d", "-2d"] {
         let server = RedisServer::start_with_clock_offset(offset);
-        let store = ratekeeper_core::RedisStore::builder(server.url())
-            .deny_cache(0)
-            .coalesce(1)
-            .build()
-            .unwrap();
+        let store = crate::support::one_call_a_check(server.url());
         server.cli(&["SCRIPT", "LOAD", crate::support::CHAIN_LUA]);
         let cal = Calendar::new(Period::Day, "UTC").unwrap();
         let limit = Limit::calendar("skew-day", 5, cal.clone()).unwrap();

@@ -105,11 +105,7 @@ async fn a_log_keeps_an_entry_per_charge_and_their_sum() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_charges_in_one_microsecond_are_one_entry_of_both() {
     let server = RedisServer::start_with_frozen_clock("2026-12-06 10:00:00");
-    let redis = RedisStore::builder(server.url())
-        .deny_cache(0)
-        .coalesce(1)
-        .build()
-        .unwrap();
+    let redis = crate::support::one_call_a_check(server.url());
     let limiter = Limiter::new(AnyStore::Redis(redis.clone()));
     let limit = Limit::sliding_log("still", 100, Duration::from_secs(60)).unwrap();
     let who = Principal::user("u");
@@ -151,11 +147,7 @@ async fn two_charges_in_one_microsecond_are_one_entry_of_both() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn charged_past_the_quota_a_log_keeps_what_a_decision_can_need() {
     let server = RedisServer::start();
-    let redis = RedisStore::builder(server.url())
-        .deny_cache(0)
-        .coalesce(1)
-        .build()
-        .unwrap();
+    let redis = crate::support::one_call_a_check(server.url());
     let store = AnyStore::Redis(redis.clone());
     let memory = AnyStore::Memory(ratekeeper_core::MemoryStore::new());
     let limit = Limit::sliding_log("over", 3, Duration::from_secs(60)).unwrap();
@@ -184,11 +176,7 @@ async fn charged_past_the_quota_a_log_keeps_what_a_decision_can_need() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_past_the_first_page_of_entries_is_exact() {
     let server = RedisServer::start();
-    let redis = RedisStore::builder(server.url())
-        .deny_cache(0)
-        .coalesce(1)
-        .build()
-        .unwrap();
+    let redis = crate::support::one_call_a_check(server.url());
     let store = AnyStore::Redis(redis.clone());
     let w = 60_000_000u64;
     let limit = Limit::sliding_log("paged", 100, Duration::from_micros(w)).unwrap();

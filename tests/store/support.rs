@@ -31,6 +31,16 @@ pub(crate) fn standalone(url: &str) -> AnyStore {
     AnyStore::Redis(RedisStore::builder(url).build().unwrap())
 }
 
+/// A standalone Redis store for `url` that sends each check in a call of its own and
+/// caches no refusal: every check reaches the server (tests that count calls or read keys).
+pub(crate) fn one_call_a_check(url: String) -> RedisStore {
+    RedisStore::builder(url)
+        .deny_cache(0)
+        .coalesce(1)
+        .build()
+        .unwrap()
+}
+
 /// A cluster store for `urls`.
 pub(crate) fn cluster(urls: &[String]) -> AnyStore {
     AnyStore::Redis(

@@ -26,11 +26,7 @@ async fn an_instance_an_hour_off_the_servers_clock_counts_in_the_servers_windows
             apart > 3_500_000_000,
             "{offset}: the server's clock is {apart} us off, not an hour"
         );
-        let store = RedisStore::builder(server.url())
-            .deny_cache(0)
-            .coalesce(1)
-            .build()
-            .unwrap();
+        let store = crate::support::one_call_a_check(server.url());
         // The script cached, so that each call is one EVALSHA.
         use crate::support::CHAIN_LUA;
         server.cli(&["SCRIPT", "LOAD", CHAIN_LUA]);

@@ -35,8 +35,10 @@ pub(super) type Periods = Vec<(usize, Cal)>;
 pub(super) fn of<'a>(keys: impl IntoIterator<Item = &'a Key>) -> Periods {
     #[cfg(feature = "calendar")]
     {
+        // The kind first, a plain field: a chain of other limits reads no parameters here.
         keys.into_iter()
             .enumerate()
+            .filter(|(_, k)| k.limit().kind() == crate::AlgorithmKind::Calendar)
             .filter_map(|(i, k)| Some((i, k.calendar()?)))
             .collect()
     }
