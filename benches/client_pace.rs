@@ -18,8 +18,8 @@ use ratekeeper_core::pace::{Aimd, SharedPacer};
 use ratekeeper_core::{AnyStore, MemoryStore};
 use ratekeeper_testkit::redis::RedisServer;
 use ratekeeper_tests::reqwest_service;
+use ratekeeper_tower::HeaderStyle;
 use ratekeeper_tower::client::PaceLayer;
-use ratekeeper_tower::headers::HeaderStyle;
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
 

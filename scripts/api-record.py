@@ -4,7 +4,11 @@ JSON output (`RUSTC_BOOTSTRAP=1 cargo rustdoc -p CRATE --all-features -- -Z
 unstable-options --output-format json`, as docs.rs's nightly would build it).
 
     scripts/api-record.py target/doc/ratekeeper_core.json            # the record
-    scripts/api-record.py target/doc/ratekeeper_core.json --counts   # and the counts
+    scripts/api-record.py target/doc/ratekeeper_core.json --counts   # its first line alone
+
+The first line counts: types (structs, enums, unions, traits and type aliases), functions
+(free functions and public inherent methods), each item once however many paths reach it,
+and the items reachable at more than one path.
 
 Each line is `kind path`: modules, types, traits, functions, constants, statics and macros
 reachable from the crate's root through public modules and public re-exports; a public
@@ -167,17 +171,14 @@ def main():
         # Items of a type reached at two paths follow it: mark only the item itself.
         mark = f" (also at {', '.join(sorted(also))})" if also and kind not in ("field", "variant") else ""
         out.append(f"{kind} {path}{mark}")
-    print("\n".join(out))
-    if counts:
-        types = {i for p, k, i, _ in lines if k in ("struct", "enum", "union", "trait", "type_alias")}
-        fns = {i for p, k, i, _ in lines if k == "function"}
-        twice = sum(1 for i, ps in by_id.items() if len(set(ps)) > 1)
-        print(
-            f"# {crate}: {len(types)} public types and traits, {len(fns)} public functions and "
-            f"methods, {twice} items at more than one path",
-            file=sys.stderr,
-        )
-
+    types = {i for p, k, i, _ in lines if k in ("struct", "enum", "union", "trait", "type_alias")}
+    fns = {i for p, k, i, _ in lines if k == "function"}
+    twice = sum(1 for i, ps in by_id.items() if len(set(ps)) > 1)
+    head = (
+        f"# {crate}: {len(types)} public types and traits, {len(fns)} public functions and "
+        f"methods, {twice} items at more than one path"
+    )
+    print(head if counts else "\n".join([head] + out))
 
 if __name__ == "__main__":
     main()

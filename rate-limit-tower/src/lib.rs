@@ -136,7 +136,7 @@ pub use body::{LimitBody, ResponseBody};
 pub use count::CountWhen;
 pub use future::ResponseFuture;
 pub use grpc::GrpcResponder;
-pub use headers::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};
+pub use headers::info::{EXPOSED_HEADERS, HeaderStyle, LimitStatus, RateLimitInfo};
 pub use layer::RateLimitLayer;
 pub use refusal::{Refusal, RefusalKind};
 pub use response::{

@@ -16,8 +16,8 @@ use ratekeeper_core::pace::{Aimd, SharedPacer};
 use ratekeeper_core::{AnyStore, MemoryStore};
 use ratekeeper_tests::Server;
 use ratekeeper_tests::redis::{RedisCluster, RedisServer};
+use ratekeeper_tower::HeaderStyle;
 use ratekeeper_tower::client::{PaceError, PaceLayer};
-use ratekeeper_tower::headers::HeaderStyle;
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
 

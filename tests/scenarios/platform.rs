@@ -234,8 +234,8 @@ async fn the_harvester_backs_off_and_settles_under_the_remote_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_harvester_over_http_stays_under_a_local_upstreams_stated_limit() {
     use ratekeeper_examples::platform::harvest_http;
+    use ratekeeper_tower::HeaderStyle;
     use ratekeeper_tower::extract::Global;
-    use ratekeeper_tower::headers::HeaderStyle;
     use ratekeeper_tower::{Answering, RateLimitLayer, Rule};
     let limit = Limit::fixed_window("remote", 30, Duration::from_secs(1)).unwrap();
     let layer = RateLimitLayer::new(ratekeeper_core::Limiter::new(MemoryStore::new()))

@@ -114,7 +114,7 @@ pub fn reqwest_service() -> tower::util::BoxCloneService<
 /// A local upstream of `per_second` calls a second (a fixed window, our own layer on a
 /// memory store of its own) at `/items`, stating its limit in the fields `style` sends: what
 /// the client pacing layer is tested and measured against.
-pub async fn upstream(per_second: u64, style: ratekeeper_tower::headers::HeaderStyle) -> Server {
+pub async fn upstream(per_second: u64, style: ratekeeper_tower::HeaderStyle) -> Server {
     use ratekeeper_tower::{Answering, RateLimitLayer, Rule};
     let limit = ratekeeper_core::Limit::fixed_window(
         "upstream",
