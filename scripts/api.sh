@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=${1:-}
-crates=(ratekeeper-core ratekeeper-tower ratekeeper-axum)
+crates=(ratekeeper-core ratekeeper-tower ratekeeper-axum ratekeeper-admin)
 mkdir -p api
 status=0
 for crate in "${crates[@]}"; do

@@ -12,15 +12,10 @@
 //! | [`controls`](crate::tower::guide::controls): delays, in-flight limits, bans, allow and deny lists | tower |
 //! | [`metrics`](crate::tower::guide::metrics): series, the decision's span, logs | tower |
 //! | [`client`](crate::tower::guide::client): pacing calls to an upstream by what it says, one pace for a fleet | tower |
-//! | [`admin`]: the admin API and page, heavy hitters | here |
+//! | [`ratekeeper_admin::guide`](https://docs.rs/ratekeeper-admin/latest/ratekeeper_admin/guide/): the admin API and operator's page, heavy hitters, for one instance or a fleet | `ratekeeper-admin` |
 //! | `ratekeeper_axum::ws` (feature `ws`): limits inside a WebSocket, each message checked, graded answers | here |
 //! | [`operating`](crate::core::guide::operating): what a freeze, a failover, a full memory cost | core |
 //! | [`store_contract`](crate::core::guide::store_contract): the Redis store's keys, scripts and costs | core |
 
 #[doc = include_str!("../docs/getting-started.md")]
 pub mod getting_started {}
-
-// Its example builds the admin router: doctested with the `admin` feature.
-#[cfg(any(feature = "admin", not(doctest)))]
-#[doc = include_str!("../docs/admin.md")]
-pub mod admin {}

@@ -73,9 +73,8 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `admin` | the admin API and operator's page ([`admin`]): JSON, forms, sessions |
 //! | `ws` | limits inside a WebSocket ([`ws`]): each message checked, graded answers, connections per principal |
-//! | `metrics` | the layer's series and the admin's failed authentications and lockouts, through the `metrics` facade |
+//! | `metrics` | the layer's series, through the `metrics` facade |
 //! | `redis` | the Redis store (`core::RedisStore`) |
 //! | `cluster` | Redis Cluster (implies `redis`) |
 //! | `sentinel` | Redis behind Sentinel (implies `redis`) |
@@ -105,9 +104,6 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(feature = "admin")]
-#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
-pub mod admin;
 mod extract;
 pub mod guide;
 mod handler;

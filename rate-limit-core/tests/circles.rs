@@ -18,6 +18,7 @@ const CRATES: &[&str] = &[
     "rate-limit-core/src",
     "rate-limit-tower/src",
     "rate-limit-axum/src",
+    "rate-limit-admin/src",
     "testkit/src",
     "examples/src",
     "examples/grpc/src",

@@ -84,7 +84,8 @@ pub const TEMPORARY_REDUCED_CAPACITY: &str =
 
 /// Where the problem types of our own live: the documentation of each
 /// [`RefusalKind`] variant (`…#variant.Denied`, `…#variant.NoPrincipal`, `…#variant.Banned`).
-pub const PROBLEM_TYPES: &str = "https://docs.rs/ratekeeper-tower/latest/ratekeeper_tower/refusal/enum.RefusalKind.html#variant.";
+pub const PROBLEM_TYPES: &str =
+    "https://docs.rs/ratekeeper-tower/latest/ratekeeper_tower/enum.RefusalKind.html#variant.";
 
 /// Answers every refusal as RFC 9457 problem details (`application/problem+json`):
 ///

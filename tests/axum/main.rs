@@ -3,11 +3,6 @@
 
 #![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
 
-mod admin;
-mod admin_fleet;
-mod admin_gate;
-mod admin_page;
-mod admin_spray;
 mod rest;
 
 use std::time::Duration;

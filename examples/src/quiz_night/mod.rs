@@ -337,15 +337,12 @@ fn admin(
     layers: &[&RateLimitLayer],
     limits: &Limits,
     client: &ClientIp,
-) -> Result<Option<(ratekeeper_axum::admin::Admin, Fleet)>, ConfigError> {
+) -> Result<Option<(ratekeeper_admin::Admin, Fleet)>, ConfigError> {
     let Some(token) = &cfg.admin_token else {
         return Ok(None);
     };
-    let mut a = ratekeeper_axum::admin::Admin::builder().token(
-        "admin",
-        token,
-        ratekeeper_axum::admin::Role::ReadWrite,
-    );
+    let mut a =
+        ratekeeper_admin::Admin::builder().token("admin", token, ratekeeper_admin::Role::ReadWrite);
     for l in layers {
         a = a.layer(l);
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use ratekeeper_axum::admin::{Admin, Role};
+use ratekeeper_admin::{Admin, Role};
 use ratekeeper_core::top::TopSettings;
 use ratekeeper_core::{Limit, Limiter, MemoryStore, Principal, PrincipalKind};
 use ratekeeper_tests::{Server, client};
@@ -20,7 +20,7 @@ use ratekeeper_tower::{RateLimitLayer, Rule};
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::admin::OPS;
+use crate::api::OPS;
 
 async fn poll(app: &Router, who: &str) {
     let req = axum::http::Request::get("/poll")

@@ -1,8 +1,12 @@
-//! An admin API and an operator's page over the same limits, store and access lists as
-//! the layers and handlers that use them (feature `admin`).
+//! An admin API and an operator's page for [`ratekeeper_axum`]'s limits: an axum `Router`
+//! over the same limits, store and access lists as the layers and handlers that use them.
+//!
+//! A crate of its own, so that the limiter's crates carry no HTML, sessions or CSRF, and
+//! the admin's changes never move their versions. [`guide`] walks through it: heavy
+//! hitters, the API, the page, a fleet, and what an attacker can and cannot do.
 //!
 //! ```no_run
-//! use ratekeeper_axum::admin::{Admin, Role};
+//! use ratekeeper_admin::{Admin, Role};
 //! use ratekeeper_axum::{Limit, RateLimitLayer, Rule};
 //! use ratekeeper_axum::tower::extract::ClientIp;
 //! use axum::{Router, routing::get};
@@ -35,16 +39,16 @@
 //! | `DELETE api/limits/{limit}/overrides/{principal}` | removes it |
 //! | `GET api/limits/{limit}/principals/{principal}` | peeks: remaining, reset, banned (no unit spent) |
 //! | `DELETE api/limits/{limit}/principals/{principal}` | resets the principal's count (or lifts its ban) in the store |
-//! | `GET api/limits/{limit}/top?n=10` | the heavy hitters, by use and by refusals ([`ratekeeper_core::top`]); with a fleet merged over every instance (`"scope": "fleet"`, `"instances"`) |
+//! | `GET api/limits/{limit}/top?n=10` | the heavy hitters, by use and by refusals ([`ratekeeper_axum::core::top`]); with a fleet merged over every instance (`"scope": "fleet"`, `"instances"`) |
 //! | `GET api/bans` | every ban in force, by ban limit, with the time left |
 //! | `DELETE api/bans/{limit}/{principal}` | lifts a ban |
 //! | `GET api/access` / `PUT api/access` | the allow and deny lists: `{"allow": {"addresses": […], "principals": […]}, "deny": {…}}` |
 //!
-//! A principal is written as it renders ([`Principal::as_str`](crate::core::Principal::as_str)):
+//! A principal is written as it renders ([`Principal::as_str`](ratekeeper_axum::core::Principal::as_str)):
 //! `ip:203.0.113.7`, `p:alice`, and a secret kind by its hash (`k:~3f…`, as the bans and
 //! heavy hitters show it). **With a fleet** ([`AdminBuilder::fleet`]) changes to quotas,
 //! overrides and lists are made for every instance that shares the store, within a second
-//! (see [`ratekeeper_core::fleet`]); without one they hold in this instance (the
+//! (see [`ratekeeper_axum::core::fleet`]); without one they hold in this instance (the
 //! parameters travel with each check). Resets and lifted bans act in the store, for every
 //! instance, either way. Each change is logged as the audit event
 //! `rate_limit.admin_change`: what, on what, by which token's name, when.
@@ -82,6 +86,7 @@
 // Handlers answer early with a response (`Result<_, Response>`): an admin's call, not a
 // request's hot path, where the size of an error is no cost worth boxing for.
 #![allow(clippy::result_large_err)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod api;
 mod auth;
@@ -91,15 +96,18 @@ mod page;
 mod shared;
 mod views;
 
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {}
+
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post, put};
-use ratekeeper_core::{AnyStore, ConfigError, ConfigErrorKind, Limit, Limiter};
-use ratekeeper_tower::RateLimitLayer;
-use ratekeeper_tower::access::Access;
-use ratekeeper_tower::extract::ClientIp;
+use ratekeeper_axum::core::{AnyStore, ConfigError, ConfigErrorKind, Limit, Limiter};
+use ratekeeper_axum::tower::RateLimitLayer;
+use ratekeeper_axum::tower::access::Access;
+use ratekeeper_axum::tower::extract::ClientIp;
 
 pub use auth::Role;
 pub use gate::{FAILURES_PER_MINUTE, LOCKOUT};
@@ -123,7 +131,7 @@ struct Inner {
     store: AnyStore,
     access: Option<Access>,
     /// Quotas and overrides changed for every instance (when given).
-    fleet: Option<ratekeeper_core::fleet::Fleet>,
+    fleet: Option<ratekeeper_axum::core::fleet::Fleet>,
     sessions: Sessions,
     secure_cookie: bool,
     guard: gate::Guard,
@@ -138,7 +146,7 @@ pub struct AdminBuilder {
     limits: Vec<Limit>,
     store: Option<AnyStore>,
     access: Option<Access>,
-    fleet: Option<ratekeeper_core::fleet::Fleet>,
+    fleet: Option<ratekeeper_axum::core::fleet::Fleet>,
     insecure_cookie: bool,
     client_ip: Option<ClientIp>,
     auth_failures: Option<(u64, std::time::Duration)>,
@@ -203,15 +211,15 @@ impl AdminBuilder {
     }
 
     /// Changes go through `fleet`, for every instance sharing its store (run
-    /// [`Fleet::run`](crate::core::fleet::Fleet::run) on each): quotas, overrides and
+    /// [`Fleet::run`](ratekeeper_axum::core::fleet::Fleet::run) on each): quotas, overrides and
     /// the access lists are written to the store, versioned, and applied by every instance;
     /// resets and lifted bans reach every instance's cache at once; the heavy hitters are
     /// merged over every instance. A change the store cannot take is 503
     /// `admin.store_unavailable` and applied nowhere. Without one, quotas, overrides and
     /// lists change this instance only. `GET /limits` and the page show the version this
     /// instance applied, when, and whether notices arrive; with feature `metrics` so do
-    /// the gauges of [`watch_fleet`](crate::tower::metrics::watch_fleet).
-    pub fn fleet(mut self, fleet: ratekeeper_core::fleet::Fleet) -> Self {
+    /// the gauges of [`watch_fleet`](ratekeeper_axum::tower::metrics::watch_fleet).
+    pub fn fleet(mut self, fleet: ratekeeper_axum::core::fleet::Fleet) -> Self {
         self.fleet = Some(fleet);
         self
     }
@@ -322,7 +330,7 @@ impl AdminBuilder {
         }
         #[cfg(feature = "metrics")]
         if let Some(f) = &self.fleet {
-            ratekeeper_tower::metrics::watch_fleet(f);
+            ratekeeper_axum::tower::metrics::watch_fleet(f);
         }
         Ok(Admin {
             inner: Arc::new(Inner {

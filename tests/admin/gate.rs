@@ -6,15 +6,15 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use ratekeeper_axum::admin::{Admin, FAILURES_PER_MINUTE, LOCKOUT, Role};
+use ratekeeper_admin::{Admin, FAILURES_PER_MINUTE, LOCKOUT, Role};
 use ratekeeper_core::testing::LogCapture;
 use ratekeeper_core::{AnyStore, Limit, MemoryStore};
 use ratekeeper_tests::{Server, client, retry_after};
 use ratekeeper_tower::RateLimitLayer;
 use reqwest::StatusCode;
 
-use crate::admin::{OPS, app, form};
-use crate::admin_page::csrf_field;
+use crate::api::{OPS, app, form};
+use crate::page::csrf_field;
 
 /// A client whose connections come from `ip` (a loopback address: 127.0.0.0/8 is all
 /// this machine's).

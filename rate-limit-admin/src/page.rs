@@ -8,16 +8,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::{Extension, Form};
-use ratekeeper_core::Principal;
+use ratekeeper_axum::core::Principal;
 use serde::Deserialize;
 
-use super::Admin;
-use super::api::bans_json;
-use super::auth::{
+use crate::Admin;
+use crate::api::bans_json;
+use crate::auth::{
     COOKIE, Caller, Client, Locked, Role, SESSION, Session, audit, cookie, locked_out, same,
 };
-use super::html::esc;
-use super::views::{fleet_line, hitters_section};
+use crate::html::esc;
+use crate::views::{fleet_line, hitters_section};
 
 const STYLE: &str = "body{font:15px system-ui,sans-serif;margin:2em;max-width:70em}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}\
@@ -64,18 +64,18 @@ fn wants_html(h: &HeaderMap) -> bool {
 }
 
 /// A form whose session ended: the sign-in page, 401.
-pub(super) fn sign_in_again(a: &Admin) -> Response {
+pub(crate) fn sign_in_again(a: &Admin) -> Response {
     login_page(a, StatusCode::UNAUTHORIZED, "Sign in again.")
 }
 
 impl Admin {
     /// The live session a request's cookie names.
-    pub(super) fn session(&self, h: &HeaderMap) -> Option<Session> {
+    pub(crate) fn session(&self, h: &HeaderMap) -> Option<Session> {
         cookie(h).and_then(|id| self.inner.sessions.get(id))
     }
 }
 
-pub(super) async fn show(State(a): State<Admin>, h: HeaderMap) -> Response {
+pub(crate) async fn show(State(a): State<Admin>, h: HeaderMap) -> Response {
     let (caller, session) = match (a.session(&h), a.bearer(&h)) {
         (Some(s), _) => (s.caller.clone(), Some(s)),
         (None, Ok(c)) => (c, None),
@@ -216,7 +216,7 @@ fn lists_section(b: &mut String, a: &Admin) {
 }
 
 #[derive(Deserialize)]
-pub(super) struct Login {
+pub(crate) struct Login {
     token: String,
 }
 
@@ -228,7 +228,7 @@ fn see_other(to: &str) -> Response {
     r
 }
 
-pub(super) fn forbidden(why: &str) -> Response {
+pub(crate) fn forbidden(why: &str) -> Response {
     html(
         StatusCode::FORBIDDEN,
         doc("Refused", &format!("<p class=err>{}</p>", esc(why))),
@@ -238,7 +238,7 @@ pub(super) fn forbidden(why: &str) -> Response {
 /// The sign-in form: the gate checked the `Origin`; a wrong token counts against the
 /// client's address, or while it is locked out is answered 429 (uncounted). The right
 /// token signs in, locked out or not.
-pub(super) async fn login(
+pub(crate) async fn login(
     State(a): State<Admin>,
     Extension(Client(who)): Extension<Client>,
     Extension(Locked(lock)): Extension<Locked>,
@@ -294,7 +294,7 @@ fn checked(a: &Admin, h: &HeaderMap, csrf: &str) -> Result<Session, Response> {
 /// sign-out could only sign the operator out, and a cross-site one fails the `Origin`
 /// check and carries no `SameSite=Strict` cookie), and the cookie cleared. Its body is
 /// never read.
-pub(super) async fn logout(State(a): State<Admin>, h: HeaderMap) -> Response {
+pub(crate) async fn logout(State(a): State<Admin>, h: HeaderMap) -> Response {
     if let Some(id) = cookie(&h) {
         a.inner.sessions.close(id);
     }
@@ -302,7 +302,7 @@ pub(super) async fn logout(State(a): State<Admin>, h: HeaderMap) -> Response {
 }
 
 /// To the page, with the session cookie cleared.
-pub(super) fn signed_out(a: &Admin) -> Response {
+pub(crate) fn signed_out(a: &Admin) -> Response {
     let mut r = see_other(&a.inner.mount);
     let gone = format!(
         "{COOKIE}=; Path={}; Max-Age=0; HttpOnly; SameSite=Strict",
@@ -315,13 +315,13 @@ pub(super) fn signed_out(a: &Admin) -> Response {
 }
 
 #[derive(Deserialize)]
-pub(super) struct QuotaForm {
+pub(crate) struct QuotaForm {
     limit: String,
     quota: String,
     csrf: String,
 }
 
-pub(super) async fn set_quota(
+pub(crate) async fn set_quota(
     State(a): State<Admin>,
     h: HeaderMap,
     Form(f): Form<QuotaForm>,
@@ -363,13 +363,13 @@ pub(super) async fn set_quota(
 }
 
 #[derive(Deserialize)]
-pub(super) struct LiftForm {
+pub(crate) struct LiftForm {
     limit: String,
     principal: String,
     csrf: String,
 }
 
-pub(super) async fn lift(
+pub(crate) async fn lift(
     State(a): State<Admin>,
     h: HeaderMap,
     Form(f): Form<LiftForm>,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
-use ratekeeper_axum::admin::{Admin, Role};
+use ratekeeper_admin::{Admin, Role};
 use ratekeeper_core::fleet::Fleet;
 use ratekeeper_core::{AnyStore, Limit, Limiter, PrincipalKind};
 use ratekeeper_tests::redis::{RedisCluster, RedisServer, down_store};
@@ -21,7 +21,7 @@ use ratekeeper_tower::{RateLimitLayer, Rule};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::admin::{OPS, VIEWER, call, k};
+use crate::api::{OPS, VIEWER, call, k};
 
 const LIMIT: &str = "fleet-admin-poll";
 

@@ -6,7 +6,7 @@ use ratekeeper_core::{AnyStore, MemoryStore};
 use ratekeeper_tests::redis::RedisServer;
 use ratekeeper_tests::{Server, client};
 
-use crate::admin::{OPS, VIEWER, answer, answers, app, form, k};
+use crate::api::{OPS, VIEWER, answer, answers, app, form, k};
 
 /// The CSRF token in a page's forms.
 pub(crate) fn csrf_field(html: &str) -> String {

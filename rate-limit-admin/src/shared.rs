@@ -5,43 +5,43 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ratekeeper_core::fleet::{Fleet, FleetError};
-use ratekeeper_core::top::{HeavyHitters, Hitter};
-use ratekeeper_core::{Limit, Principal, Store};
-use ratekeeper_tower::access::{Access, List};
+use ratekeeper_axum::core::fleet::{Fleet, FleetError};
+use ratekeeper_axum::core::top::{HeavyHitters, Hitter};
+use ratekeeper_axum::core::{Limit, Principal, Store};
+use ratekeeper_axum::tower::access::{Access, List};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::Admin;
+use crate::Admin;
 
 /// The fleet setting that holds the access lists.
-pub(super) const ACCESS_SETTING: &str = "access";
+pub(crate) const ACCESS_SETTING: &str = "access";
 
 /// One list as the API reads and writes it.
 #[derive(Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ListBody {
+pub(crate) struct ListBody {
     #[serde(default)]
-    pub(super) addresses: Vec<String>,
+    pub(crate) addresses: Vec<String>,
     #[serde(default)]
-    pub(super) principals: Vec<String>,
+    pub(crate) principals: Vec<String>,
 }
 
 /// Both lists.
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct AccessBody {
+pub(crate) struct AccessBody {
     #[serde(default)]
-    pub(super) allow: ListBody,
+    pub(crate) allow: ListBody,
     #[serde(default)]
-    pub(super) deny: ListBody,
+    pub(crate) deny: ListBody,
 }
 
 /// Why a list was refused: the code and message the API answers with.
-pub(super) struct ListError(pub(super) &'static str, pub(super) String);
+pub(crate) struct ListError(pub(crate) &'static str, pub(crate) String);
 
 impl ListBody {
-    pub(super) fn to_list(&self) -> Result<List, ListError> {
+    pub(crate) fn to_list(&self) -> Result<List, ListError> {
         let ps = self
             .principals
             .iter()
@@ -62,7 +62,7 @@ impl ListBody {
 }
 
 /// Keeps `access` as the fleet's setting says, from now on.
-pub(super) fn follow_access(fleet: &Fleet, access: &Access) {
+pub(crate) fn follow_access(fleet: &Fleet, access: &Access) {
     let access = access.clone();
     fleet.watch_setting(ACCESS_SETTING, move |text| {
         let Some(text) = text else { return };
@@ -84,7 +84,7 @@ impl Admin {
     /// Resets `p`'s state under `limit` (a ban's: lifts it) for every instance: through
     /// the fleet when it runs the limit (others drop a refusal they cached), else in the
     /// store.
-    pub(super) async fn reset_principal(
+    pub(crate) async fn reset_principal(
         &self,
         limit: &Limit,
         p: &Principal,
@@ -104,7 +104,7 @@ impl Admin {
 
     /// Replaces the access lists: through the fleet's setting for every instance when there
     /// is a fleet, else here.
-    pub(super) async fn replace_access(
+    pub(crate) async fn replace_access(
         &self,
         access: &Access,
         body: &AccessBody,
@@ -124,7 +124,7 @@ impl Admin {
 
     /// The version this instance applied, when, the last read's error, whether notices
     /// arrive, and its name; `None` without a fleet.
-    pub(super) fn fleet_json(&self) -> Option<Value> {
+    pub(crate) fn fleet_json(&self) -> Option<Value> {
         let f = self.inner.fleet.as_ref()?;
         let applied = f.applied();
         let at = applied
@@ -142,7 +142,7 @@ impl Admin {
 
     /// `limit`'s heavy hitters: merged over the fleet when there is one (and the store
     /// answers; else this instance's, saying why), else this instance's.
-    pub(super) async fn top_value(&self, limit: &Limit, n: usize) -> Value {
+    pub(crate) async fn top_value(&self, limit: &Limit, n: usize) -> Value {
         let local = || limit.heavy_hitters(n);
         let (report, scope, instances, error) = match &self.inner.fleet {
             Some(f) if f.limit(limit.name()).is_ok() => {

@@ -1,7 +1,7 @@
 //! Text made safe for the admin page's HTML.
 
 /// `&`, `<`, `>`, `"` and `'` escaped.
-pub(super) fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

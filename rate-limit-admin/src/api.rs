@@ -6,14 +6,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use ratekeeper_core::{ConfigError, Limit, Principal, Store};
-use ratekeeper_tower::access::List;
+use ratekeeper_axum::core::{ConfigError, Limit, Principal, Store};
+use ratekeeper_axum::tower::access::List;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Admin;
-use super::auth::{audit, error};
-use super::shared::{AccessBody, ListBody, ListError};
+use crate::Admin;
+use crate::auth::{audit, error};
+use crate::shared::{AccessBody, ListBody, ListError};
 
 type Answer = Result<Response, Response>;
 
@@ -57,7 +57,7 @@ fn body<T: for<'de> Deserialize<'de>>(bytes: &Bytes) -> Result<T, Response> {
     })
 }
 
-pub(super) fn limit_json(l: &Limit) -> Value {
+pub(crate) fn limit_json(l: &Limit) -> Value {
     let overrides: Vec<Value> = l
         .overrides()
         .into_iter()
@@ -79,7 +79,7 @@ impl Admin {
     }
 }
 
-pub(super) async fn limits(State(a): State<Admin>, h: HeaderMap) -> Answer {
+pub(crate) async fn limits(State(a): State<Admin>, h: HeaderMap) -> Answer {
     a.bearer(&h)?;
     let all: Vec<Value> = a.inner.limits.iter().map(limit_json).collect();
     let mut out = json!({ "limits": all });
@@ -90,9 +90,9 @@ pub(super) async fn limits(State(a): State<Admin>, h: HeaderMap) -> Answer {
 }
 
 /// A change made through the fleet: its error as the API answers it.
-fn fleet_error(e: &ratekeeper_core::fleet::FleetError) -> Response {
+fn fleet_error(e: &ratekeeper_axum::core::fleet::FleetError) -> Response {
     match e {
-        ratekeeper_core::fleet::FleetError::Config(c) => config(c),
+        ratekeeper_axum::core::fleet::FleetError::Config(c) => config(c),
         other => store_down(other),
     }
 }
@@ -102,7 +102,7 @@ struct Quota {
     quota: u64,
 }
 
-pub(super) async fn set_quota(
+pub(crate) async fn set_quota(
     State(a): State<Admin>,
     h: HeaderMap,
     Path(name): Path<String>,
@@ -123,7 +123,7 @@ pub(super) async fn set_quota(
     Ok(Json(limit_json(limit)).into_response())
 }
 
-pub(super) async fn set_override(
+pub(crate) async fn set_override(
     State(a): State<Admin>,
     h: HeaderMap,
     Path((name, who_text)): Path<(String, String)>,
@@ -151,7 +151,7 @@ pub(super) async fn set_override(
     Ok(Json(limit_json(limit)).into_response())
 }
 
-pub(super) async fn clear_override(
+pub(crate) async fn clear_override(
     State(a): State<Admin>,
     h: HeaderMap,
     Path((name, who_text)): Path<(String, String)>,
@@ -171,7 +171,7 @@ pub(super) async fn clear_override(
     Ok(Json(limit_json(limit)).into_response())
 }
 
-pub(super) async fn peek(
+pub(crate) async fn peek(
     State(a): State<Admin>,
     h: HeaderMap,
     Path((name, who_text)): Path<(String, String)>,
@@ -209,7 +209,7 @@ async fn reset_key(a: &Admin, h: &HeaderMap, name: &str, who_text: &str, action:
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-pub(super) async fn reset(
+pub(crate) async fn reset(
     State(a): State<Admin>,
     h: HeaderMap,
     Path((name, who)): Path<(String, String)>,
@@ -217,7 +217,7 @@ pub(super) async fn reset(
     reset_key(&a, &h, &name, &who, "reset").await
 }
 
-pub(super) async fn lift(
+pub(crate) async fn lift(
     State(a): State<Admin>,
     h: HeaderMap,
     Path((name, who)): Path<(String, String)>,
@@ -226,11 +226,11 @@ pub(super) async fn lift(
 }
 
 #[derive(Deserialize)]
-pub(super) struct TopQuery {
+pub(crate) struct TopQuery {
     n: Option<usize>,
 }
 
-pub(super) async fn top(
+pub(crate) async fn top(
     State(a): State<Admin>,
     h: HeaderMap,
     Path(name): Path<String>,
@@ -243,7 +243,7 @@ pub(super) async fn top(
 }
 
 /// Every ban in force, by ban limit.
-pub(super) async fn bans_json(a: &Admin) -> Result<Vec<Value>, Response> {
+pub(crate) async fn bans_json(a: &Admin) -> Result<Vec<Value>, Response> {
     let mut out = Vec::new();
     for l in a.inner.limits.iter().filter(|l| l.ban_duration().is_some()) {
         for b in a.inner.store.bans(l).await.map_err(|e| store_down(&e))? {
@@ -257,7 +257,7 @@ pub(super) async fn bans_json(a: &Admin) -> Result<Vec<Value>, Response> {
     Ok(out)
 }
 
-pub(super) async fn bans(State(a): State<Admin>, h: HeaderMap) -> Answer {
+pub(crate) async fn bans(State(a): State<Admin>, h: HeaderMap) -> Answer {
     a.bearer(&h)?;
     Ok(Json(json!({ "bans": bans_json(&a).await? })).into_response())
 }
@@ -277,7 +277,7 @@ fn list_json(l: &List) -> Value {
     })
 }
 
-pub(super) async fn access(State(a): State<Admin>, h: HeaderMap) -> Answer {
+pub(crate) async fn access(State(a): State<Admin>, h: HeaderMap) -> Answer {
     a.bearer(&h)?;
     let access = a.inner.access.as_ref().ok_or_else(no_lists)?;
     let (allow, deny) = access.lists();
@@ -289,7 +289,7 @@ fn to_list(b: &ListBody) -> Result<List, Response> {
         .map_err(|ListError(code, why)| error(StatusCode::BAD_REQUEST, code, &why))
 }
 
-pub(super) async fn set_access(State(a): State<Admin>, h: HeaderMap, b: Bytes) -> Answer {
+pub(crate) async fn set_access(State(a): State<Admin>, h: HeaderMap, b: Bytes) -> Answer {
     let who = a.writer(&h)?;
     let access = a.inner.access.as_ref().ok_or_else(no_lists)?;
     let lists: AccessBody = body(&b)?;

@@ -1,4 +1,4 @@
-//! The admin API over TCP (the page: `admin_page.rs`), on the memory store and a real
+//! The admin API over TCP (the page: `page.rs`), on the memory store and a real
 //! `redis-server`: heavy hitters, quotas, overrides, peeks, resets, bans, access lists;
 //! tokens (missing, wrong, read-only) on every write route, without a store call; the
 //! page's login, session cookie, CSRF token and `Origin` check.
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::post;
-use ratekeeper_axum::admin::{Admin, AdminBuilder, Role};
+use ratekeeper_admin::{Admin, AdminBuilder, Role};
 use ratekeeper_core::store::BoxStore;
 use ratekeeper_core::testing::{FaultyStore, LogCapture};
 use ratekeeper_core::{AnyStore, Limit, Limiter, MemoryStore, Principal, PrincipalKind};

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::Admin;
+use crate::Admin;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,8 +24,8 @@ pub enum Role {
     ReadWrite,
 }
 
-pub(super) struct Token {
-    pub(super) name: String,
+pub(crate) struct Token {
+    pub(crate) name: String,
     digest: [u8; 32],
     role: Role,
 }
@@ -44,7 +44,7 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
 }
 
 impl Token {
-    pub(super) fn new(name: String, secret: &[u8], role: Role) -> Self {
+    pub(crate) fn new(name: String, secret: &[u8], role: Role) -> Self {
         Self {
             name,
             digest: sha256(secret),
@@ -55,13 +55,13 @@ impl Token {
 
 /// Who called, by their token's name.
 #[derive(Debug, Clone)]
-pub(super) struct Caller {
-    pub(super) name: String,
-    pub(super) role: Role,
+pub(crate) struct Caller {
+    pub(crate) name: String,
+    pub(crate) role: Role,
 }
 
 /// A JSON error with a stable code.
-pub(super) fn error(status: StatusCode, code: &str, message: &str) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response {
     let body = serde_json::json!({ "error": message, "code": code }).to_string();
     let mut r = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
     if status == StatusCode::UNAUTHORIZED {
@@ -75,7 +75,7 @@ pub(super) fn error(status: StatusCode, code: &str, message: &str) -> Response {
 
 impl Admin {
     /// The token whose secret is `secret`: every token compared, in constant time.
-    pub(super) fn token_for(&self, secret: &[u8]) -> Option<Caller> {
+    pub(crate) fn token_for(&self, secret: &[u8]) -> Option<Caller> {
         let digest = sha256(secret);
         let mut found = None;
         for t in &self.inner.tokens {
@@ -90,7 +90,7 @@ impl Admin {
     }
 
     /// The caller a bearer token names; 401 `admin.unauthorized` otherwise.
-    pub(super) fn bearer(&self, headers: &HeaderMap) -> Result<Caller, Response> {
+    pub(crate) fn bearer(&self, headers: &HeaderMap) -> Result<Caller, Response> {
         headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -106,7 +106,7 @@ impl Admin {
     }
 
     /// The caller, who must be allowed to write; 401 or 403 `admin.read_only` otherwise.
-    pub(super) fn writer(&self, headers: &HeaderMap) -> Result<Caller, Response> {
+    pub(crate) fn writer(&self, headers: &HeaderMap) -> Result<Caller, Response> {
         let c = self.bearer(headers)?;
         if c.role == Role::ReadOnly {
             return Err(read_only());
@@ -115,7 +115,7 @@ impl Admin {
     }
 }
 
-pub(super) fn read_only() -> Response {
+pub(crate) fn read_only() -> Response {
     error(
         StatusCode::FORBIDDEN,
         "admin.read_only",
@@ -124,7 +124,7 @@ pub(super) fn read_only() -> Response {
 }
 
 /// Logs a change: `rate_limit.admin_change`, with what, on what, by whom, when.
-pub(super) fn audit(caller: &Caller, action: &str, limit: &str, principal: &str, value: &str) {
+pub(crate) fn audit(caller: &Caller, action: &str, limit: &str, principal: &str, value: &str) {
     let at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -149,25 +149,25 @@ fn random_hex() -> Option<String> {
 }
 
 /// How long a session lasts.
-pub(super) const SESSION: Duration = Duration::from_secs(3_600);
+pub(crate) const SESSION: Duration = Duration::from_secs(3_600);
 /// The most sessions kept: beyond, the oldest goes.
 const MAX_SESSIONS: usize = 1_024;
 
 #[derive(Debug, Clone)]
-pub(super) struct Session {
-    pub(super) caller: Caller,
-    pub(super) csrf: String,
+pub(crate) struct Session {
+    pub(crate) caller: Caller,
+    pub(crate) csrf: String,
     expires: Instant,
 }
 
 /// The page's sessions, by the SHA-256 of their cookie (a stolen memory dump shows no
 /// usable cookie).
 #[derive(Debug, Default)]
-pub(super) struct Sessions(Mutex<HashMap<[u8; 32], Session>>);
+pub(crate) struct Sessions(Mutex<HashMap<[u8; 32], Session>>);
 
 impl Sessions {
     /// A new session for `caller`: its cookie value.
-    pub(super) fn open(&self, caller: Caller) -> Option<String> {
+    pub(crate) fn open(&self, caller: Caller) -> Option<String> {
         let (id, csrf) = (random_hex()?, random_hex()?);
         let now = Instant::now();
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -187,24 +187,24 @@ impl Sessions {
     }
 
     /// The live session of the cookie `id`.
-    pub(super) fn get(&self, id: &str) -> Option<Session> {
+    pub(crate) fn get(&self, id: &str) -> Option<Session> {
         let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         map.get(&sha256(id.as_bytes()))
             .filter(|s| s.expires > Instant::now())
             .cloned()
     }
 
-    pub(super) fn close(&self, id: &str) {
+    pub(crate) fn close(&self, id: &str) {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         map.remove(&sha256(id.as_bytes()));
     }
 }
 
 /// The session cookie's name.
-pub(super) const COOKIE: &str = "rl_admin";
+pub(crate) const COOKIE: &str = "rl_admin";
 
 /// The session cookie a request carries.
-pub(super) fn cookie(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn cookie(headers: &HeaderMap) -> Option<&str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -216,20 +216,20 @@ pub(super) fn cookie(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Whether `a` equals `b`, in time that does not depend on where they differ.
-pub(super) fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     bool::from(sha256(a.as_bytes()).ct_eq(&sha256(b.as_bytes())))
 }
 
 /// The client a request came from, as the gate saw it (its IP principal): for handlers
 /// that authenticate from the body (the sign-in form).
 #[derive(Debug, Clone)]
-pub(super) struct Client(pub(super) ratekeeper_core::Principal);
+pub(crate) struct Client(pub(crate) ratekeeper_axum::core::Principal);
 
 /// Whether a form post comes from this host's own page: its `Origin` must name the host
 /// the request was sent to: the `Host` header over HTTP/1.1, the `:authority` (the URI's
 /// authority) over HTTP/2. A missing `Origin` is refused; every browser sends it on a
 /// form POST.
-pub(super) fn same_origin(parts: &Parts) -> bool {
+pub(crate) fn same_origin(parts: &Parts) -> bool {
     let host = parts
         .headers
         .get(header::HOST)
@@ -250,9 +250,9 @@ pub(super) fn same_origin(parts: &Parts) -> bool {
 /// Whether the client's address was locked out when its request reached the gate, and for
 /// how long yet (for the sign-in form, whose token is in its body).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Locked(pub(super) Option<Duration>);
+pub(crate) struct Locked(pub(crate) Option<Duration>);
 
-pub(super) fn locked_out(wait: Duration) -> Response {
+pub(crate) fn locked_out(wait: Duration) -> Response {
     let mut r = error(
         StatusCode::TOO_MANY_REQUESTS,
         "admin.locked_out",

@@ -3,12 +3,12 @@
 
 use std::fmt::Write as _;
 
-use super::Admin;
-use super::html::esc;
+use crate::Admin;
+use crate::html::esc;
 
 /// The fleet state this instance applied: a straggler shows an older version than the
 /// others, or an error.
-pub(super) fn fleet_line(b: &mut String, a: &Admin) {
+pub(crate) fn fleet_line(b: &mut String, a: &Admin) {
     let Some(f) = a.fleet_json() else { return };
     let _ = write!(
         b,
@@ -32,7 +32,7 @@ pub(super) fn fleet_line(b: &mut String, a: &Admin) {
 /// Each limit's heavy hitters, every count with its bounds (the truth is between what is
 /// guaranteed and the count), ranked by what is guaranteed, and a word when the report
 /// cannot tell the listed principals from the rest.
-pub(super) async fn hitters_section(b: &mut String, a: &Admin) {
+pub(crate) async fn hitters_section(b: &mut String, a: &Admin) {
     b.push_str("<h2>Heavy hitters</h2>");
     for l in &a.inner.limits {
         let t = a.top_value(l, 10).await;

@@ -20,12 +20,12 @@ use axum::http::request::Parts;
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use ratekeeper_core::{Chain, ConfigError, Limit, MemoryStore, Principal, Store};
-use ratekeeper_tower::extract::ClientIp;
+use ratekeeper_axum::core::{Chain, ConfigError, Limit, MemoryStore, Principal, Store};
+use ratekeeper_axum::tower::extract::ClientIp;
 
-use super::Admin;
-use super::auth::{Client, Locked, cookie, locked_out, same_origin};
-use super::page;
+use crate::Admin;
+use crate::auth::{Client, Locked, cookie, locked_out, same_origin};
+use crate::page;
 
 /// Failed authentications one client IP may make in a minute.
 pub const FAILURES_PER_MINUTE: u64 = 10;
@@ -34,15 +34,15 @@ pub const LOCKOUT: Duration = Duration::from_secs(15 * 60);
 
 /// The largest body of a form (sign-in, quota, ban lift, sign-out): a few hundred bytes
 /// are enough.
-pub(super) const FORM_BODY: usize = 4 * 1024;
+pub(crate) const FORM_BODY: usize = 4 * 1024;
 /// The largest body of an API call but the access lists: a quota or an override.
-pub(super) const API_BODY: usize = 4 * 1024;
+pub(crate) const API_BODY: usize = 4 * 1024;
 /// The largest access lists (`PUT …/api/access`): some thousands of networks.
-pub(super) const ACCESS_BODY: usize = 256 * 1024;
+pub(crate) const ACCESS_BODY: usize = 256 * 1024;
 
 /// Failed authentications per client IP, and the lockout after too many.
 #[derive(Debug)]
-pub(super) struct Guard {
+pub(crate) struct Guard {
     store: MemoryStore,
     ban: Limit,
     failures: Limit,
@@ -51,7 +51,7 @@ pub(super) struct Guard {
 }
 
 impl Guard {
-    pub(super) fn new(
+    pub(crate) fn new(
         client_ip: ClientIp,
         (per_minute, lockout): (u64, Duration),
     ) -> Result<Self, ConfigError> {
@@ -85,7 +85,7 @@ impl Guard {
 
     /// Counts a failed authentication of `who`; the one that locks it out is logged (once
     /// an episode: a locked-out client is refused before it can fail again).
-    pub(super) async fn failed(&self, who: &Principal) {
+    pub(crate) async fn failed(&self, who: &Principal) {
         #[cfg(feature = "metrics")]
         metrics::counter!("rate_limit_admin_auth_failures_total").increment(1);
         let chain = Chain::new()
@@ -139,7 +139,7 @@ fn route(a: &Admin, parts: &Parts) -> Route {
 }
 
 /// The gate (an axum middleware over the admin's routes).
-pub(super) async fn gate(State(a): State<Admin>, req: Request, next: Next) -> Response {
+pub(crate) async fn gate(State(a): State<Admin>, req: Request, next: Next) -> Response {
     let (mut parts, body) = req.into_parts();
     let guard = &a.inner.guard;
     let who = guard.who(&parts);
