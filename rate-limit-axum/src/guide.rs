@@ -3,6 +3,7 @@
 //! | guide | crate |
 //! |---|---|
 //! | [`getting_started`]: a limited axum service, per client and per player, then on Redis | here |
+//! | [`from_tower_governor`]: the same service before and after, what maps to what, what differs | here |
 //! | [`keys`](crate::tower::guide::keys): the client IP behind proxies, IPv6, API keys and hashing | tower |
 //! | [`limits`](crate::core::guide::limits): algorithms, chains, budgets, the shared pacer | core |
 //! | [`costs`](crate::tower::guide::costs): a weight or a size per request, counting only failures | tower |
@@ -19,3 +20,14 @@
 
 #[doc = include_str!("../docs/getting-started.md")]
 pub mod getting_started {}
+
+// The before and after are files of their own so that the repository's test serves the
+// very code shown here (`tests/axum/governor.rs`); both compile here as doctests.
+#[doc = include_str!("../docs/from-tower-governor.md")]
+#[doc = "## Before: tower_governor\n\n```rust,no_run"]
+#[doc = include_str!("../docs/from-tower-governor/before.rs")]
+#[doc = "```\n\n## After: ratekeeper-axum\n\n```rust,no_run"]
+#[doc = include_str!("../docs/from-tower-governor/after.rs")]
+#[doc = "```"]
+#[doc = include_str!("../docs/from-tower-governor-differences.md")]
+pub mod from_tower_governor {}

@@ -49,6 +49,29 @@ pub trait Responder: Send + Sync + 'static {
     fn respond(&self, refusal: &Refusal) -> Response<Bytes>;
 }
 
+/// A closure is a responder (tower_governor's `error_handler`, with the refusal typed):
+///
+/// ```
+/// use bytes::Bytes;
+/// use http::Response;
+/// use ratekeeper_tower::{Answering, Refusal};
+///
+/// let answering = Answering::new().with_responder(|refusal: &Refusal| {
+///     let mut r = Response::new(Bytes::from_static(b"slow down"));
+///     *r.status_mut() = refusal.status();
+///     r
+/// });
+/// # let _ = answering;
+/// ```
+impl<F> Responder for F
+where
+    F: Fn(&Refusal) -> Response<Bytes> + Send + Sync + 'static,
+{
+    fn respond(&self, refusal: &Refusal) -> Response<Bytes> {
+        self(refusal)
+    }
+}
+
 /// The default responder: JSON `{"error": "...", "code": "...", "limit": "...",
 /// "retry_after": N}`, `limit` when a limit refused and `retry_after` when waiting helps.
 #[derive(Debug, Clone, Copy, Default)]

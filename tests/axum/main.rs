@@ -3,6 +3,7 @@
 
 #![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
 
+mod governor;
 mod rest;
 
 use std::time::Duration;
