@@ -16,6 +16,7 @@ use subtle::ConstantTimeEq;
 use crate::Admin;
 
 /// What a token may do.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// Read: limits, peeks, bans, lists, heavy hitters.

@@ -15,6 +15,7 @@ use crate::limit::Limit;
 use crate::principal::Principal;
 
 /// Who spends a budget.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Spender {
     /// A signed-in user or account.

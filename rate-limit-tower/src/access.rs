@@ -194,6 +194,7 @@ impl fmt::Debug for Access {
 }
 
 /// What the lists say about a request.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listed {
     /// On the allow list: no limit applies.

@@ -214,16 +214,6 @@ impl Answering {
         splitmix(seed ^ splitmix(window)) % (self.jitter + 1)
     }
 
-    /// The header style.
-    pub fn header_style(&self) -> HeaderStyle {
-        self.style
-    }
-
-    /// Whether shadow mode is on.
-    pub fn is_shadow(&self) -> bool {
-        self.shadow
-    }
-
     /// The page refused browsers are sent to, if any.
     pub fn redirect(&self) -> Option<&str> {
         self.redirect_path.as_deref()

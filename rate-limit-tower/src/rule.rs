@@ -294,11 +294,6 @@ impl Rule {
         self
     }
 
-    /// Which responses this rule counts (`None`: every request).
-    pub fn counted_when(&self) -> Option<&CountWhen> {
-        self.count.as_ref()
-    }
-
     /// The limit.
     pub fn limit(&self) -> &Limit {
         &self.limit

@@ -160,7 +160,7 @@ impl Limit {
     }
 
     /// How this limit's heavy hitters are tracked.
-    pub fn top_settings(&self) -> crate::top::TopSettings {
+    pub(crate) fn top_settings(&self) -> crate::top::TopSettings {
         *self
             .inner
             .top_settings

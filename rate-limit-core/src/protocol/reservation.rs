@@ -122,7 +122,7 @@ impl Reservation {
 
     /// Whether the units were charged in the limiter's fallback memory store (the store
     /// had failed; they go back there).
-    pub fn in_fallback(&self) -> bool {
+    pub(crate) fn in_fallback(&self) -> bool {
         self.counted == CountedIn::Fallback
     }
 

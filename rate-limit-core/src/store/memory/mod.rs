@@ -311,12 +311,12 @@ impl MemoryStore {
     }
 
     /// [`Store::charge`] without the future.
-    pub fn charge_now(&self, check: &Check) -> Decision {
+    pub(crate) fn charge_now(&self, check: &Check) -> Decision {
         self.single(check.key(), check.cost(), Charge::Overdraw).0
     }
 
     /// [`Store::give_back`] without the future.
-    pub fn give_back_now(&self, reservation: &Reservation) {
+    pub(crate) fn give_back_now(&self, reservation: &Reservation) {
         for (check, at) in reservation.charges() {
             let key = check.key();
             // The parameters of the charge's time: a calendar quota's period then.

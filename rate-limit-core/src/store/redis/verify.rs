@@ -33,6 +33,7 @@ pub struct Verified {
 }
 
 /// A server's name and version, from `INFO server`.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerVersion {
     /// `redis` or `valkey`.
