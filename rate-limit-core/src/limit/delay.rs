@@ -135,7 +135,7 @@ impl Delay {
     }
 
     /// The delay of a request that makes `count` units used in its window.
-    pub(crate) fn for_count(&self, count: u64) -> Duration {
+    pub fn for_count(&self, count: u64) -> Duration {
         let Some(k) = count.checked_sub(self.after).filter(|&k| k > 0) else {
             return Duration::ZERO;
         };
