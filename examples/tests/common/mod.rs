@@ -10,7 +10,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 
-use ratekeeper_testkit::redis::free_port;
 use ratekeeper_testkit::rss_kib;
 
 const TOKEN: &str = "uploads-admin-token-0123456789abcdef-0123456789";
@@ -23,9 +22,11 @@ pub(crate) struct Quiz {
 
 impl Quiz {
     pub(crate) fn start() -> Self {
-        let addr = format!("127.0.0.1:{}", free_port());
+        // Port 0: the system picks a free port at the bind and the server says which. (A
+        // port picked free beforehand could be taken by another test's server before this
+        // one binds it, and the process exited before saying where it listens.)
         let mut child = Command::new(env!("CARGO_BIN_EXE_quiz-night"))
-            .env("QUIZ_BIND", &addr)
+            .env("QUIZ_BIND", "127.0.0.1:0")
             .env("QUIZ_ADMIN_TOKEN", TOKEN)
             .env_remove("REDIS_URL")
             .env_remove("REDIS_CLUSTER")
@@ -35,12 +36,16 @@ impl Quiz {
             .spawn()
             .expect("quiz-night starts");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        while !lines
-            .next()
-            .expect("quiz-night says where it listens")
-            .unwrap()
-            .contains("listening on")
-        {}
+        let addr = loop {
+            let Some(line) = lines.next() else {
+                panic!("quiz-night exited before it listened: {:?}", child.wait());
+            };
+            let line = line.unwrap();
+            if let Some(at) = line.split("listening on http://").nth(1) {
+                let at = at.split_whitespace().next().unwrap_or_default();
+                break at.trim_end_matches('/').to_owned();
+            }
+        };
         Self { child, addr }
     }
 
