@@ -2,12 +2,14 @@
 //! held and store-down requests, `/metrics` on its own listener shows each series with
 //! the right value — on process memory and on a real `redis-server`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use ratekeeper_testkit::redis::{RedisServer, free_port};
+use ratekeeper_testkit::redis::RedisServer;
+
+mod common;
 
 struct Quiz {
     child: Child,
@@ -17,14 +19,12 @@ struct Quiz {
 
 impl Quiz {
     fn start(redis: Option<&str>) -> Self {
-        let (app, metrics) = (
-            format!("127.0.0.1:{}", free_port()),
-            format!("127.0.0.1:{}", free_port()),
-        );
+        // Port 0 for both listeners: the server says which ports it was given (ports picked
+        // free beforehand can be taken by another test's server first).
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_quiz-night"));
-        cmd.env("QUIZ_BIND", &app)
+        cmd.env("QUIZ_BIND", "127.0.0.1:0")
             .env("QUIZ_METRICS", "1")
-            .env("QUIZ_METRICS_BIND", &metrics)
+            .env("QUIZ_METRICS_BIND", "127.0.0.1:0")
             .env_remove("REDIS_URL")
             .env_remove("REDIS_CLUSTER")
             .env_remove("REDIS_SENTINEL")
@@ -34,18 +34,12 @@ impl Quiz {
             cmd.env("REDIS_URL", url);
         }
         let mut child = cmd.spawn().expect("quiz-night starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut said = String::new();
-        while !said.contains("listening on") {
-            said.push_str(
-                &lines
-                    .next()
-                    .expect("quiz-night says where it listens")
-                    .unwrap(),
-            );
-        }
+        let said = common::said_until_listening(&mut child);
+        let app = common::address_after(&said, "listening on http://").expect("the app's address");
+        // The log names the metrics listener's own port (scraped below), not the 0 asked for.
+        let metrics = common::address_after(&said, "metrics on http://").expect("{said}");
         assert!(
-            said.contains(&format!("metrics on http://{metrics}/metrics")),
+            !metrics.ends_with(":0") && said.contains(&format!("{metrics}/metrics")),
             "{said}"
         );
         Self {

@@ -20,6 +20,31 @@ pub(crate) struct Quiz {
     pub(crate) addr: String,
 }
 
+/// What a server process printed up to its "listening on" line (every line joined with
+/// `\n`); a process that exits first fails the test with its exit status.
+pub(crate) fn said_until_listening(child: &mut Child) -> String {
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+    let mut said = String::new();
+    while !said.contains("listening on") {
+        let Some(line) = lines.next() else {
+            panic!(
+                "the server exited before it listened: {:?}\n{said}",
+                child.wait()
+            );
+        };
+        said.push_str(&line.expect("stdout is text"));
+        said.push('\n');
+    }
+    said
+}
+
+/// The `host:port` a server said after `label` (`"listening on http://"`): servers bound
+/// to port 0 say the port the system picked.
+pub(crate) fn address_after(said: &str, label: &str) -> Option<String> {
+    let at = said.split(label).nth(1)?.split(['/', ' ', '\n']).next()?;
+    Some(at.to_owned())
+}
+
 impl Quiz {
     pub(crate) fn start() -> Self {
         // Port 0: the system picks a free port at the bind and the server says which. (A
@@ -35,17 +60,8 @@ impl Quiz {
             .stderr(Stdio::null())
             .spawn()
             .expect("quiz-night starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let addr = loop {
-            let Some(line) = lines.next() else {
-                panic!("quiz-night exited before it listened: {:?}", child.wait());
-            };
-            let line = line.unwrap();
-            if let Some(at) = line.split("listening on http://").nth(1) {
-                let at = at.split_whitespace().next().unwrap_or_default();
-                break at.trim_end_matches('/').to_owned();
-            }
-        };
+        let said = said_until_listening(&mut child);
+        let addr = address_after(&said, "listening on http://").expect("the address it listens on");
         Self { child, addr }
     }
 
