@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=${1:-}
-crates=(ratekeeper-core ratekeeper-tower ratekeeper-axum ratekeeper-admin)
+mapfile -t crates < <(bash scripts/published.sh)
 mkdir -p api
 status=0
 # One build for every crate: its features resolved as the docs build resolves them (CI runs
