@@ -16,6 +16,9 @@ use subtle::ConstantTimeEq;
 use crate::Admin;
 
 /// What a token may do.
+///
+/// You give each token one, so a dashboard's token can read and only an operator's can
+/// change.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

@@ -118,6 +118,9 @@ pub const MIN_TOKEN_BYTES: usize = 32;
 use auth::{Sessions, Token};
 
 /// The admin API and page; [`router`](Self::router) serves them. Cheap to clone.
+///
+/// You need it to let operators see and change limits while the service runs, over an API
+/// and a page: build it with `Admin::builder`.
 #[derive(Clone, Debug)]
 pub struct Admin {
     inner: Arc<Inner>,
@@ -138,6 +141,9 @@ struct Inner {
 }
 
 /// Builds an [`Admin`].
+///
+/// You need it to build an `Admin`: its tokens and their roles, the limits it shows, its
+/// store, and the fleet whose changes it makes.
 #[derive(Debug, Default)]
 #[must_use]
 pub struct AdminBuilder {

@@ -249,6 +249,9 @@ where
 }
 
 /// An admitted check: return it with the response to add the rate-limit headers.
+///
+/// You get it from `HandlerLimiter::check` when you limit in a handler, where the principal
+/// or the cost is in the body.
 #[derive(Debug, Clone)]
 pub struct Admitted {
     info: Option<RateLimitInfo>,

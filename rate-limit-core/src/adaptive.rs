@@ -20,6 +20,9 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::limit::Aimd;
 
 /// What a caller should do now.
+///
+/// You get it when you pace your own calls without the client layer (`Adaptive::acquire`,
+/// `SharedPacer::acquire`): go now, or wait and ask again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pace {
     /// Call now (a slot was taken).

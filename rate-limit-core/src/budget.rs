@@ -15,6 +15,9 @@ use crate::limit::Limit;
 use crate::principal::Principal;
 
 /// Who spends a budget.
+///
+/// You name one each time a budget is spent (`Budget::chain`): a user, or a background job
+/// with its own cap.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Spender {

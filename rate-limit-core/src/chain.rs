@@ -42,6 +42,9 @@ pub enum ChainMode {
 }
 
 /// One check of a chain: a key and the cost to charge it.
+///
+/// A chain is made of them (`Chain::check`, `Chain::check_cost`); you build one yourself
+/// only to push a key made elsewhere (`Chain::push`), or read them back from a chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
     key: Key,

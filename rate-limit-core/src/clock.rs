@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of "now", in microseconds since the Unix epoch.
+///
+/// You implement it only for a clock of your own; tests use `FakeClock` or `TokioClock`,
+/// production the default `SystemClock`.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// Microseconds since 1970-01-01T00:00:00Z.
     fn now_micros(&self) -> u64;

@@ -4,6 +4,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 /// The kind of a [`ConfigError`]; each has a stable [`code`](ConfigErrorKind::code).
+///
+/// Match on it, or log its code, when a limit, a builder or a configuration file is refused
+/// at start, to tell the operator which setting to fix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConfigErrorKind {

@@ -33,6 +33,9 @@ pub enum IpBlock {
 }
 
 /// Not a CIDR or an IP address.
+///
+/// You meet it when an allow or deny list, or a list of trusted proxies, is given text that
+/// is not an address: an operator's mistake, to fix in the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotAnIpBlock;
 

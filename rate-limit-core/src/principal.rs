@@ -44,6 +44,10 @@ pub(crate) const MAX_PRINCIPAL_LEN: usize = 96;
 const MAX_CUSTOM_KIND_LEN: usize = 32;
 
 /// The kind of a principal.
+///
+/// It says what a key counts (a player, a user, an API key, an IP, a job) in keys, logs and
+/// headers: pick it where an extractor or a `Principal` constructor asks, or make your own
+/// with `PrincipalKind::custom`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PrincipalKind {

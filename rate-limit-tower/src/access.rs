@@ -194,6 +194,9 @@ impl fmt::Debug for Access {
 }
 
 /// What the lists say about a request.
+///
+/// You read it only when you check the lists yourself (`Access::check`), outside a layer,
+/// which acts on them for you.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listed {

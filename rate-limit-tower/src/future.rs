@@ -204,6 +204,9 @@ fn give_back(shared: &Shared, reservation: Reservation) -> Option<GiveBack> {
 
 pin_project! {
     /// The response future of [`RateLimit`](crate::RateLimit).
+    ///
+    /// You name it only in types (a service that wraps the layer's); it is what the layer's
+    /// service returns.
     pub struct ResponseFuture<S, B>
     where
         S: Service<Request<B>>,

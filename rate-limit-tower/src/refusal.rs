@@ -10,6 +10,9 @@ use crate::extract::Rejection;
 use crate::headers::{self, LimitStatus, RateLimitInfo};
 
 /// What happened, for a [`Refusal`].
+///
+/// You match on it in a responder of your own, to answer each kind of refusal in your
+/// format (status, body, headers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RefusalKind {

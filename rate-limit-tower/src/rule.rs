@@ -59,6 +59,8 @@ type AnchorFn = Arc<
 >;
 
 /// How a layer answers a principal its ban rule bans ([`Rule::ban_answer`]).
+///
+/// You need it only to make bans look final (403) rather than the default 429.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BanAnswer {

@@ -60,6 +60,9 @@ pub fn message_kib(msg: &Message) -> u64 {
 type CostFn = dyn Fn(&Message) -> u64 + Send + Sync;
 
 /// One limit every data message of a socket is checked against.
+///
+/// You add one to a `SocketLimiter` for each limit the messages spend, closing the
+/// connection when it refuses (`closes`) or not.
 #[derive(Clone)]
 pub struct MessageRule {
     limit: Limit,
@@ -138,6 +141,9 @@ impl MessageRule {
 }
 
 /// How a socket's messages are limited: built once, cloned into each connection.
+///
+/// You need it for a WebSocket route whose messages must spend limits, a route's budget
+/// included (the module's guide shows both).
 #[derive(Debug, Clone)]
 pub struct SocketLimiter {
     handler: HandlerLimiter,

@@ -53,6 +53,9 @@ impl Accepted {
 }
 
 /// Why a limited socket closed the connection itself.
+///
+/// You read it (`LimitedSocket::closed_by`) after a socket ends, to log or count why the
+/// server closed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Closed {

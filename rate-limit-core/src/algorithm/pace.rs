@@ -11,6 +11,8 @@ pub(crate) const MAX_PAUSE_US: u64 = 3_600_000_000;
 const MAX_REPORTED: u64 = 100_000;
 
 /// A scope's state as a store keeps it (the Redis store keeps the same five numbers).
+///
+/// Kept only by a store of your own that paces; a pacer's callers never see it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PacerState {
     /// The rate (calls a second).

@@ -85,6 +85,9 @@ use parse::{access_entry, duration, invalid, limit, policy};
 use raw::{RawFile, RawInFlight, RawLimit, RawStore};
 
 /// Which store the configuration asks for.
+///
+/// You read it (`Config::store_kind`) to log which store a configuration file asks for;
+/// `Config::store` builds that store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreKind {
@@ -106,6 +109,9 @@ pub enum StoreKind {
 }
 
 /// A validated configuration.
+///
+/// You need it when limits come from a TOML file rather than code (feature `config`): load
+/// it at start, then take the store, the limiter and each named limit from it.
 #[derive(Debug, Clone)]
 pub struct Config {
     store: StoreKind,

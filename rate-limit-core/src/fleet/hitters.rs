@@ -15,6 +15,9 @@ use crate::top::{HeavyHitters, SHARED};
 pub const DEFAULT_HITTERS_EVERY: Duration = Duration::from_secs(5);
 
 /// One instance's part in a fleet's report.
+///
+/// You read it in a fleet-wide heavy-hitter report (`FleetHitters`), to see which instances
+/// reported and when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Contributor {

@@ -69,6 +69,9 @@ use crate::protocol::{SharedState, Store, StoreError, StoreErrorKind};
 use crate::store::any::AnyStore;
 
 /// What an instance last applied.
+///
+/// You read it (`Fleet::applied`) for a health check or an admin page: whether this
+/// instance is current, and why not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Applied {
@@ -86,6 +89,10 @@ pub struct Applied {
 }
 
 /// Why a change was not made.
+///
+/// Every change a fleet makes can return it (quotas, overrides, bans, lists): `Config` is
+/// the caller's mistake, to answer as a 4xx; `Store` means no instance applies the change,
+/// to try again later.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum FleetError {

@@ -3,6 +3,10 @@
 use std::time::Duration;
 
 /// AIMD settings. Rates are calls per second.
+///
+/// You need it only to change how a pacer learns the limit of an upstream that states none:
+/// where it starts, its bounds, how fast it climbs and how much a refusal cuts.
+/// `Aimd::default()` suits most upstreams.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Aimd {
     /// The rate a new scope starts at.

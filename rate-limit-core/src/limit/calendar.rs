@@ -23,6 +23,9 @@ use jiff::{Timestamp, ToSpan};
 use crate::error::{ConfigError, ConfigErrorKind};
 
 /// How long a calendar period is.
+///
+/// You pick one when you build a `Calendar`: a quota per day, per week from a chosen first
+/// day, or per month.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Period {
@@ -217,6 +220,10 @@ impl Anchor {
 }
 
 /// A calendar: a [`Period`] in a time zone, from an [`Anchor`].
+///
+/// You need one for a quota that restarts at a calendar day, week or month in a time zone,
+/// not after a span since the first request: pass it to `Limit::calendar` (feature
+/// `calendar`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calendar {
     period: Period,

@@ -9,6 +9,9 @@ use crate::error::{ConfigError, ConfigErrorKind};
 pub(crate) const MAX_DELAY: Duration = Duration::from_secs(60);
 
 /// How a delay grows with how far over its threshold a request is.
+///
+/// You choose it when a limit holds requests instead of refusing them (`Delay`): linear for
+/// a gentle slope, doubling to slow a flood quickly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Growth {

@@ -115,6 +115,8 @@ impl InFlight {
 }
 
 /// The slots of one principal under one [`InFlight`] limit.
+///
+/// You make one (`InFlight::slots`) to take a principal's slot yourself, outside a layer.
 #[derive(Debug, Clone)]
 pub struct SlotKey {
     in_flight: InFlight,

@@ -1,6 +1,9 @@
 //! What a limit counts with: its algorithm and the numbers the stores need.
 
 /// Which algorithm a limit counts with.
+///
+/// You read it from a `Limit` (for an admin page, logs, metrics); you choose the algorithm
+/// with `Limit`'s constructors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AlgorithmKind {

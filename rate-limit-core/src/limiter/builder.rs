@@ -13,6 +13,10 @@ use crate::protocol::{Domains, Store};
 use crate::store::MemoryStore;
 
 /// Builds a [`Limiter`].
+///
+/// You need it (`Limiter::builder`) to change a limiter's defaults: a store call's time
+/// budget, its retries, the cool-down after a failure, the in-memory fallback, heavy-hitter
+/// tracking.
 #[derive(Debug)]
 #[must_use]
 pub struct LimiterBuilder<S> {

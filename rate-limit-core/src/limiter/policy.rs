@@ -50,6 +50,9 @@ impl FailurePolicy {
 }
 
 /// Why a store could not answer (the `reason` field of `rate_limit.fallback` events).
+///
+/// You see it when a store failure decided an answer (`Answer::Memory`, the fallback
+/// events), to tell a store that is down from one that is slow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FailureReason {
@@ -97,6 +100,10 @@ impl FailureReason {
 }
 
 /// What a [`Limiter`](super::Limiter) answered for a chain.
+///
+/// You get it from `Limiter::check` when you call the limiter yourself: whether the store
+/// or process memory decided, or the policy let the chain through, and the decision to act
+/// on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Answer {

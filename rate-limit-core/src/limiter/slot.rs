@@ -26,6 +26,9 @@ fn next_id() -> u64 {
 }
 
 /// A held slot: renewed in the background while it lives, released when dropped.
+///
+/// You get one from `Limiter::take_slot` (or a handler's `take_slot`) for work that must
+/// not run more than so many at once: keep it for as long as the work runs.
 #[must_use = "a slot is released when dropped"]
 pub struct Slot {
     store: AnyStore,
@@ -123,6 +126,9 @@ impl Drop for Slot {
 }
 
 /// What [`Limiter::take_slot`] answered.
+///
+/// You match on it when you take in-flight slots yourself, outside a layer (which does it
+/// for you): hold the `Slot`, or answer 429 with the wait.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SlotAnswer {

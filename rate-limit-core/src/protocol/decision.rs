@@ -9,6 +9,9 @@ pub(crate) const MIN_RETRY_AFTER: Duration = Duration::from_millis(1);
 const MIN_RETRY_AFTER_US: u64 = 1_000;
 
 /// What happened to one check.
+///
+/// You read it on each `Decision`, to tell a refusal a wait will cure (`Denied`) from one
+/// no wait will (`NeverFits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Outcome {

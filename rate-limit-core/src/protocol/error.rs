@@ -4,6 +4,9 @@ use std::error::Error as StdError;
 use std::fmt;
 
 /// How a store call failed. The kind tells the layers above whether a retry is safe.
+///
+/// You set it in a store of your own (it tells the limiter whether a retry is safe) and may
+/// read it in logs; a limiter's caller gets a failure policy's answer instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StoreErrorKind {
@@ -55,6 +58,10 @@ impl StoreErrorKind {
 }
 
 /// A store call that failed. Never holds a key or any client input.
+///
+/// You meet it calling a store yourself: a store of your own returns it, a fleet's change
+/// carries it (`FleetError::Store`), `RedisStore::verify` wraps it. Through a limiter, a
+/// failure policy answers instead.
 #[derive(Debug)]
 pub struct StoreError {
     kind: StoreErrorKind,

@@ -6,6 +6,8 @@ use crate::limit::Aimd;
 use crate::principal::Principal;
 
 /// What one call to the store does.
+///
+/// Read only by a store of your own; a pacer's callers use `SharedPacer`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum PaceOp {
@@ -52,6 +54,9 @@ pub struct PaceCall<'a> {
 }
 
 /// The store's answer.
+///
+/// Built only by a store of your own, answering a `PaceOp`; a pacer's callers read `Pace`
+/// and `Turn` instead.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PaceReply {
     /// A slot was taken (reserved `wait_us` from now when that is above 0).

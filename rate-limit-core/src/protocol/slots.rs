@@ -7,6 +7,9 @@ use super::StoreError;
 use crate::limit::SlotKey;
 
 /// What a store answered when asked for a slot.
+///
+/// Built only by a store of your own; a limiter's caller gets a `Slot` or a `SlotAnswer`
+/// instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Taken {
     /// Whether the slot was taken.

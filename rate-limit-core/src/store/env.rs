@@ -22,6 +22,10 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::store::{AnyStore, MemoryStore};
 
 /// A store named by the environment (see the module docs).
+///
+/// You need it to read the store's settings from the environment and build the store later,
+/// or from a lookup of your own (`StoreEnv::from_lookup`); `AnyStore::from_env` does both
+/// at once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreEnv {

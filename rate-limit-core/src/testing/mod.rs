@@ -16,6 +16,9 @@ use crate::store::{KeyState, StoreErrorKind};
 use crate::{Chain, ChainDecision, Check, Decision, Key, MemoryStore, Store, StoreError};
 
 /// How a [`FaultyStore`] behaves.
+///
+/// You set it in your own tests (feature `test-util`) to make a `FaultyStore` fail or hang
+/// when you choose, and see what your service answers then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Mode {

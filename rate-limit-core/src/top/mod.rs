@@ -27,6 +27,9 @@ pub const DEFAULT_CAPACITY: usize = 128;
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
 
 /// How heavy hitters are tracked: counters per sketch, and the window.
+///
+/// You need it only to track a limit's heavy hitters with more counters or another window
+/// than the defaults (`Limit::heavy_hitter_settings`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopSettings {
     pub(crate) capacity: usize,

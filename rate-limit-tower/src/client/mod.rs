@@ -82,6 +82,9 @@ pub const DEFAULT_HEADROOM: f64 = 0.9;
 const RETELL: Duration = Duration::from_secs(10);
 
 /// What a [`Scope`] sees of a request.
+///
+/// You read it in a `Scope` of your own, to pace by an account, a path or anything else a
+/// request's head carries.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Head<'a> {
@@ -112,6 +115,9 @@ where
 }
 
 /// The request's host (`api.example.com`; `Host` when the URI has none): the default scope.
+///
+/// A `PaceLayer` paces by it unless given another scope; you name it only in types
+/// (`Paced<T, ByHost>`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ByHost;
 
@@ -126,10 +132,16 @@ impl Scope for ByHost {
 }
 
 /// The latest a request may wait for its slot until: put it in the request's extensions.
+///
+/// You need it when a call has a deadline of its own (the request your service is
+/// answering), so the pacer gives up rather than wait past it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadline(pub Instant);
 
 /// Why a paced call did not answer.
+///
+/// You match on it where you call a paced client: `WouldWait` means no call was made, and
+/// says when one could be; the rest are your client's own errors.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum PaceError<E> {
@@ -167,6 +179,9 @@ impl<E: std::error::Error + 'static> std::error::Error for PaceError<E> {
 }
 
 /// Paces a client's requests per scope by what the upstream says (see the [module](self)).
+///
+/// You need it when your service calls an API that limits you: one around each client,
+/// every worker sharing one `SharedPacer` through the store.
 #[derive(Debug, Clone)]
 pub struct PaceLayer<S = ByHost> {
     pacer: SharedPacer,
@@ -272,6 +287,8 @@ impl<S: Clone, T> Layer<T> for PaceLayer<S> {
 }
 
 /// The service [`PaceLayer`] makes.
+///
+/// You name it only in types; `PaceLayer` wraps your client in it.
 #[derive(Debug, Clone)]
 pub struct Paced<T, S = ByHost> {
     inner: T,

@@ -15,6 +15,9 @@ use super::forwarded::{self, Walk, canonical};
 use super::{KeyExtractor, Rejection};
 
 /// Where a trusted proxy reports the client.
+///
+/// You need it behind a proxy: it tells `ClientIp` which header your trusted proxies write
+/// the client's address into.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ForwardedSource {

@@ -72,6 +72,9 @@ pub const DEFAULT_MAX_HEADER_LEN: usize = 128;
 pub const DEFAULT_MAX_HASHED_LEN: usize = 8 * 1024;
 
 /// Names a principal from a request's head.
+///
+/// You implement it when no extractor here names your principal (a claim of a verified
+/// token, a tenant from the host); `key_fn` does it with a closure.
 pub trait KeyExtractor: Any + Send + Sync {
     /// The principal, or why there is none.
     fn extract(&self, parts: &Parts) -> Result<Principal, Rejection>;
@@ -107,6 +110,9 @@ impl<K: KeyExtractor + ?Sized> KeyExtractor for Arc<K> {
 }
 
 /// Combinators for extractors.
+///
+/// You need it to fall back from one key to another (`or_else`): the signed-in user when
+/// there is one, else the client's IP.
 pub trait KeyExtractorExt: KeyExtractor + Sized {
     /// Falls back to `other` when this extractor finds the principal missing or invalid
     /// (never for a setup error).
@@ -121,6 +127,8 @@ pub trait KeyExtractorExt: KeyExtractor + Sized {
 impl<K: KeyExtractor> KeyExtractorExt for K {}
 
 /// See [`KeyExtractorExt::or_else`].
+///
+/// You name it only in types; `or_else` builds it.
 #[derive(Debug, Clone)]
 pub struct OrElse<A, B> {
     first: A,
@@ -143,6 +151,9 @@ impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for OrElse<A, B> {
 }
 
 /// Everybody: one counter for all requests.
+///
+/// You need it for a limit on the whole service (what a database behind it can take), not
+/// on each client.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Global;
 
@@ -412,6 +423,8 @@ where
 }
 
 /// See [`key_fn`].
+///
+/// You name it only in types; `key_fn` builds it.
 #[derive(Clone)]
 pub struct FnKey<F>(F);
 

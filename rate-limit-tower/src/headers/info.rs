@@ -22,6 +22,9 @@ pub const EXPOSED_HEADERS: [HeaderName; 6] = [
 ];
 
 /// Which header styles a layer sends.
+///
+/// You need it (`Answering::headers`) only when your clients expect one style, or no
+/// headers at all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HeaderStyle {
@@ -47,6 +50,9 @@ impl HeaderStyle {
 }
 
 /// One limit's state as the headers describe it.
+///
+/// You read it from a `RateLimitInfo` (an admitted request's extension, or a refusal), to
+/// render headers or a body of your own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitStatus {
     pub(super) name: Arc<str>,

@@ -34,6 +34,8 @@ use crate::principal::Principal;
 use crate::protocol::{StoreError, StoreErrorKind};
 
 /// What a change does to a store's entries: what a text store writes.
+///
+/// Used only by a store of your own that keeps a fleet's state as text entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
     /// Sets the field to the value.

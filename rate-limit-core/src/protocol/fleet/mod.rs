@@ -47,6 +47,9 @@ impl FleetMark {
 }
 
 /// One change to the fleet's runtime state: the version goes up by one with it.
+///
+/// You meet it reading a fleet's history of changes, or in a store of your own that keeps a
+/// fleet's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FleetChange {
@@ -166,6 +169,9 @@ impl FleetEntries {
 }
 
 /// What a reader gets from [`fleet_read`](super::SharedState::fleet_read).
+///
+/// Built only by a store of your own that keeps a fleet's state (the store contract's
+/// `SharedState`); a fleet reads it, a user of the crate never does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FleetRead {
     /// The reader's history, with the changes made after its mark, oldest first (none

@@ -12,6 +12,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{ConfigError, ConfigErrorKind};
 
 /// Builds a [`MemoryStore`].
+///
+/// You need it (`MemoryStore::builder`) to cap the keys a memory store holds, to give it a
+/// clock (in tests), or to change its shards or how often it sweeps expired keys.
 #[derive(Debug)]
 #[must_use]
 pub struct MemoryStoreBuilder {

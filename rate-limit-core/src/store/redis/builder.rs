@@ -21,6 +21,9 @@ const DEFAULT_DENY_CACHE: usize = 10_000;
 const DEFAULT_COALESCE: usize = 32;
 
 /// Builds a [`RedisStore`]; nothing connects until the first call.
+///
+/// Every Redis store starts here: its nodes (one server, a Cluster's seeds or Sentinels),
+/// then the key prefix, time-outs and the rest, before `build`.
 #[derive(Debug)]
 #[must_use]
 pub struct RedisStoreBuilder {

@@ -16,6 +16,9 @@ use crate::protocol::{CountedIn, Dedupe, Reservation, Slots, Store, StoreError, 
 const OLDEST: (u32, u32) = (6, 2);
 
 /// What [`RedisStore::verify`] found.
+///
+/// You read it after `RedisStore::verify` at start, to log which server the store talks to
+/// and which of a fleet's permissions its user lacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Verified {
@@ -33,6 +36,9 @@ pub struct Verified {
 }
 
 /// A server's name and version, from `INFO server`.
+///
+/// You read it from `Verified`, or from `VerifyError::TooOld`, to log which server and
+/// version the store talks to.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerVersion {
@@ -49,6 +55,9 @@ impl fmt::Display for ServerVersion {
 }
 
 /// Why the store cannot work with this server. Each has a stable [`code`](Self::code).
+///
+/// You get it at start from `RedisStore::verify`: log it and stop, rather than serve on a
+/// server the store cannot work with.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum VerifyError {
