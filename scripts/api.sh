@@ -20,7 +20,7 @@ status=0
 RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="--cfg docsrs -Z unstable-options --output-format json" \
     cargo doc -q --no-deps --all-features "${crates[@]/#/--package=}"
 for crate in "${crates[@]}"; do
-    fresh=$(python3 scripts/api-record.py "target/doc/${crate//-/_}.json")
+    fresh=$(python3 scripts/api-record.py "${CARGO_TARGET_DIR:-target}/doc/${crate//-/_}.json")
     # One path per item: a type at the root and in a module is two names for one thing.
     if ! head -1 <<<"$fresh" | grep -q ', 0 items at more than one path$'; then
         echo "api: $crate has items at two paths:" >&2

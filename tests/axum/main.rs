@@ -4,6 +4,7 @@
 #![allow(clippy::too_many_lines, reason = "a test reads top to bottom")]
 
 mod governor;
+mod newcomer;
 mod rest;
 
 use std::time::Duration;
