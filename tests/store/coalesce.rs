@@ -8,12 +8,14 @@ use std::time::Duration;
 use ratekeeper_core::{AnyStore, Chain, Limit, MemoryStore, Principal, Store};
 use ratekeeper_tests::redis::{RedisCluster, RedisServer};
 
-use crate::support::{cluster, standalone};
+use crate::support::{clear_of_boundary, cluster, standalone};
 
 /// 400 concurrent in-order chains `[user: 1 per hour, everyone: 100 per hour]`, each for
 /// its own user: exactly 100 are admitted, and no refused chain charged its user's key.
 async fn all_or_nothing_each(store: AnyStore) -> (u32, u32) {
     let hour = Duration::from_secs(3_600);
+    // Hour windows aligned to the clock: the few seconds below must not straddle two.
+    clear_of_boundary(hour, Duration::from_secs(30)).await;
     let user = Limit::fixed_window("co-user", 1, hour).unwrap();
     let everyone = Limit::fixed_window("co-everyone", 100, hour).unwrap();
     let tasks: Vec<_> = (0..400)

@@ -306,6 +306,8 @@ async fn leased_buckets_and_sliding_windows_exceed_their_bound_by_at_most_rate_t
 async fn mixed_chains(stores: Vec<AnyStore>, redis: Option<Vec<RedisStore>>) {
     let hour = Duration::from_secs(3_600);
     for (n, user_first) in [true, false].into_iter().enumerate() {
+        // Hour windows aligned to the clock: each round must not straddle two.
+        clear_of_boundary(hour, Duration::from_secs(30)).await;
         let user = Limit::fixed_window(&format!("lease-user-{n}"), 1, hour).unwrap();
         let everyone = Limit::fixed_window(&format!("lease-all-{n}"), 1_000, hour)
             .unwrap()

@@ -298,8 +298,10 @@ async fn a_failed_slot_group_refunds_the_groups_before_it() {
     };
     let (live, dead) = (on(false), on(true));
     let store = RedisStore::cluster_builder(cluster.urls()).build().unwrap();
-    let first = Limit::fixed_window("refund-first", 10, Duration::from_secs(60)).unwrap();
-    let second = Limit::fixed_window("refund-second", 10, Duration::from_secs(60)).unwrap();
+    // Logs over an hour: no window boundary can reset a count while the node dies.
+    let hour = Duration::from_secs(3_600);
+    let first = Limit::sliding_log("refund-first", 10, hour).unwrap();
+    let second = Limit::sliding_log("refund-second", 10, hour).unwrap();
     let chain = Chain::new()
         .check(&first, live.clone())
         .check(&second, dead);

@@ -47,7 +47,8 @@ async fn decision_spans_in_a_process_of_their_own() {
     // This thread's subscriber: the server runs on this test's one-thread runtime.
     let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(otel));
 
-    let limit = Limit::fixed_window("otel-answers", 2, Duration::from_secs(60)).unwrap();
+    // A log, not a fixed window: no minute boundary can fall between the three requests.
+    let limit = Limit::sliding_log("otel-answers", 2, Duration::from_secs(60)).unwrap();
     let who = HeaderKey::new(
         "x-participant-id".parse().unwrap(),
         PrincipalKind::Participant,
