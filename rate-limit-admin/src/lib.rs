@@ -142,8 +142,8 @@ struct Inner {
 
 /// Builds an [`Admin`].
 ///
-/// You need it to build an `Admin`: its tokens and their roles, the limits it shows, its
-/// store, and the fleet whose changes it makes.
+/// You need it to build an `Admin`: its tokens and their roles, the limits (or the layers)
+/// it shows, the limiter, and the fleet whose changes it makes.
 #[derive(Debug, Default)]
 #[must_use]
 pub struct AdminBuilder {

@@ -34,8 +34,8 @@ pub enum IpBlock {
 
 /// Not a CIDR or an IP address.
 ///
-/// You meet it when an allow or deny list, or a list of trusted proxies, is given text that
-/// is not an address: an operator's mistake, to fix in the configuration.
+/// You meet it only parsing an `IpBlock` yourself: allow and deny lists and
+/// `ClientIp::trusted_proxies_parse` turn it into a `ConfigError`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotAnIpBlock;
 

@@ -90,9 +90,9 @@ pub struct Applied {
 
 /// Why a change was not made.
 ///
-/// Every change a fleet makes can return it (quotas, overrides, bans, lists): `Config` is
-/// the caller's mistake, to answer as a 4xx; `Store` means no instance applies the change,
-/// to try again later.
+/// Every change a fleet makes can return it (quotas, overrides, lifted bans, settings):
+/// `Config` is the caller's mistake, to answer as a 4xx; `Store` means no instance applies
+/// the change, to try again later.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum FleetError {

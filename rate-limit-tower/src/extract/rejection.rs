@@ -8,7 +8,7 @@ use http::{HeaderValue, StatusCode};
 /// Why an extractor could not name a principal.
 ///
 /// You match on it in a responder or an extractor of your own, to answer a missing
-/// principal (often 401) apart from an invalid one (400).
+/// principal (with a 401, say) apart from an invalid one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectionKind {

@@ -48,8 +48,8 @@ impl FleetMark {
 
 /// One change to the fleet's runtime state: the version goes up by one with it.
 ///
-/// You meet it reading a fleet's history of changes, or in a store of your own that keeps a
-/// fleet's state.
+/// Used by a store of your own that keeps a fleet's state; a fleet's users change it
+/// through `Fleet`'s methods (`set_quota`, `lift_ban`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FleetChange {
