@@ -35,15 +35,17 @@ fn app(redis_url: &str) -> Result<Router, ConfigError> {
     let store = AnyStore::Redis(RedisStore::builder(redis_url).build()?);
     let limiter = Limiter::new(store);
     let minute = Duration::from_secs(60);
+    // Exact logs: a count a minute ago never leaks into this one (an approximate sliding
+    // window weighs the last minute in, and its refusal may wait up to two minutes).
     // First key: 8 orders a minute per client IP, checked before the body is read.
     let per_ip = RateLimitLayer::new(limiter.clone()).rule(Rule::new(
-        Limit::sliding_window("orders-ip", 8, minute)?,
+        Limit::sliding_log("orders-ip", 8, minute)?,
         client_ip(),
     ));
     // Second key: 10 items a minute per API key, charged by the order's size.
     let api = Api {
         limiter: HandlerLimiter::new(limiter),
-        items_per_key: Limit::sliding_window("order-items", 10, minute)?,
+        items_per_key: Limit::sliding_log("order-items", 10, minute)?,
     };
     Ok(Router::new()
         .route("/orders", post(order).route_layer(per_ip))
